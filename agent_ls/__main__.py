@@ -1,0 +1,3 @@
+from agent_ls.cli import main
+
+raise SystemExit(main())

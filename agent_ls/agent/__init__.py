@@ -1,0 +1,1 @@
+"""The agent core: session, loop, prompt assembly. Knows no LSP."""

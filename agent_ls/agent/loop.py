@@ -1,0 +1,333 @@
+"""The agent loop: stream a turn, run the tools it asks for, feed results back, repeat.
+
+It stops when the model calls no tool. Tool failures, denials and rejected edits go back to
+the model as tool results; only what the model cannot fix ends the run with an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_ls.agent.messages import Message, ToolResultBlock, ToolUseBlock, Usage
+from agent_ls.agent.port import EditorPort
+from agent_ls.agent.session import Session
+from agent_ls.models.base import (
+    Model,
+    ModelError,
+    ModelRequest,
+    TextDelta,
+    ThinkingDelta,
+    TurnComplete,
+)
+from agent_ls.pricing import cost_usd
+from agent_ls.settings import Settings
+from agent_ls.tools.registry import (
+    Tool,
+    ToolContext,
+    ToolRegistry,
+    ToolResult,
+    describe_validation_error,
+)
+from agent_ls.workspace import FileProblem, Workspace
+
+log = logging.getLogger(__name__)
+
+CANCELLED_RESULT = "The user cancelled this tool call; it did not complete."
+MAX_RETRIES = 4
+
+
+@dataclass
+class RunResult:
+    """The outcome of one ask, in the contract's terms."""
+
+    session_id: str
+    stop_reason: str
+    text: str
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float = 0.0
+    error: str | None = None
+
+    def to_contract(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "sessionId": self.session_id,
+            "stopReason": self.stop_reason,
+            "text": self.text,
+            "usage": self.usage.to_contract(),
+            "costUsd": round(self.cost_usd, 6),
+        }
+        if self.error is not None:
+            out["error"] = self.error
+        return out
+
+
+_STOP_REASONS = {
+    "end_turn": "end_turn",
+    "stop_sequence": "end_turn",
+    "max_tokens": "max_tokens",
+    "refusal": "refusal",
+}
+
+
+class AgentLoop:
+    """Runs asks in one session against one model, tool set, workspace and editor."""
+
+    def __init__(
+        self,
+        *,
+        session: Session,
+        model: Model,
+        tools: ToolRegistry,
+        workspace: Workspace,
+        port: EditorPort,
+        settings: Settings,
+        system_prompt: str,
+    ):
+        self.session = session
+        self.model = model
+        self.tools = tools
+        self.workspace = workspace
+        self.port = port
+        self.settings = settings
+        self.system_prompt = system_prompt
+
+    async def run(self, prompt: str) -> RunResult:
+        """Run one ask to completion, cancellation or failure."""
+        session = self.session
+        session.add_user_text(prompt)
+        usage = Usage()
+        texts: list[str] = []
+        stop = "max_turn_requests"
+        error: str | None = None
+        try:
+            for _turn in range(self.settings.max_turns):
+                complete = await self._stream_turn(usage)
+                session.append(complete.message)
+                texts.append(complete.message.text())
+                uses = complete.message.tool_uses()
+                if complete.stop_reason == "max_tokens" and uses:
+                    # The last tool input may be cut off: never run it.
+                    session.close_dangling_tool_uses(
+                        "Your reply hit max_tokens before this tool call was complete; "
+                        "it was not run. Make smaller calls."
+                    )
+                    continue
+                if uses:
+                    results = await self._run_tools(uses)
+                    session.append(Message("user", list(results)))
+                    continue
+                if complete.stop_reason == "pause_turn":
+                    continue
+                stop = _STOP_REASONS.get(complete.stop_reason, "end_turn")
+                break
+        except asyncio.CancelledError:
+            session.close_dangling_tool_uses(CANCELLED_RESULT)
+            stop = "cancelled"
+        except ModelError as exc:
+            session.close_dangling_tool_uses(CANCELLED_RESULT)
+            stop, error = "error", str(exc)
+        cost = cost_usd(self.model.name, usage)
+        session.usage.add(usage)
+        session.cost_usd += cost
+        return RunResult(session.id, stop, "".join(texts), usage, cost, error)
+
+    # -- model turns -----------------------------------------------------------------
+
+    async def _stream_turn(self, usage: Usage) -> TurnComplete:
+        """One model call, retried on transient failures; the history sees only success."""
+        request = ModelRequest(
+            system=self.system_prompt,
+            tools=self.tools.specs(),
+            messages=list(self.session.history),
+            max_tokens=self.settings.max_tokens,
+        )
+        attempt = 0
+        while True:
+            try:
+                return await self._stream_once(request, usage)
+            except ModelError as exc:
+                attempt += 1
+                if not exc.retryable or attempt > MAX_RETRIES:
+                    raise
+                delay = exc.retry_after
+                if delay is None:
+                    delay = min(8.0, 0.5 * 2 ** (attempt - 1)) * (0.5 + random.random() / 2)
+                self.port.progress(
+                    f"model error ({exc}); retrying in {delay:.0f} s, {attempt}/{MAX_RETRIES}"
+                )
+                await asyncio.sleep(delay)
+
+    async def _stream_once(self, request: ModelRequest, usage: Usage) -> TurnComplete:
+        sid = self.session.id
+        async for event in self.model.stream(request):
+            if isinstance(event, TextDelta):
+                self.port.update(
+                    sid,
+                    {
+                        "sessionUpdate": "agent_message_chunk",
+                        "content": {"type": "text", "text": event.text},
+                    },
+                )
+            elif isinstance(event, ThinkingDelta):
+                self.port.update(
+                    sid,
+                    {
+                        "sessionUpdate": "agent_thought_chunk",
+                        "content": {"type": "text", "text": event.text},
+                    },
+                )
+            elif isinstance(event, TurnComplete):
+                usage.add(event.usage)
+                self.session.last_context_tokens = event.usage.context_tokens
+                self.port.update(
+                    sid,
+                    {
+                        "sessionUpdate": "usage_update",
+                        "used": event.usage.context_tokens,
+                        "size": self.model.context_window,
+                        "cost": {
+                            "amount": round(
+                                self.session.cost_usd + cost_usd(self.model.name, usage), 6
+                            ),
+                            "currency": "USD",
+                        },
+                    },
+                )
+                return event
+        raise ModelError("the model stream ended without a complete turn", retryable=True)
+
+    # -- tools -----------------------------------------------------------------------
+
+    async def _run_tools(self, uses: list[ToolUseBlock]) -> list[ToolResultBlock]:
+        """Run the turn's tool calls: consecutive concurrency-safe ones in parallel."""
+        results: list[ToolResultBlock] = []
+        batch: list[ToolUseBlock] = []
+
+        async def flush() -> None:
+            if batch:
+                done = await asyncio.gather(*(self._run_one(u) for u in batch))
+                results.extend(done)
+                batch.clear()
+
+        for use in uses:
+            tool = self.tools.get(use.name)
+            if tool is not None and tool.concurrency_safe:
+                batch.append(use)
+                continue
+            await flush()
+            results.append(await self._run_one(use))
+        await flush()
+        return results
+
+    async def _run_one(self, use: ToolUseBlock) -> ToolResultBlock:
+        sid = self.session.id
+        tool = self.tools.get(use.name)
+        if tool is None:
+            known = ", ".join(self.tools.names())
+            return self._report_unstarted(
+                use, f"Unknown tool {use.name!r}. Available tools: {known}."
+            )
+        try:
+            args = tool.parse(use.input)
+        except Exception as exc:
+            from pydantic import ValidationError
+
+            if isinstance(exc, ValidationError):
+                return self._report_unstarted(use, describe_validation_error(tool.name, exc))
+            return self._report_unstarted(use, f"Invalid input for {tool.name}: {exc}")
+        ctx = ToolContext(
+            workspace=self.workspace,
+            port=self.port,
+            read_state=self.session.read_state,
+            permissions=self.session.permissions,
+            settings=self.settings,
+            session_id=sid,
+            tool_call_id=use.id,
+            edited_paths=self.session.edited_paths,
+            named_paths=self.session.named_paths,
+        )
+        title = tool.title(args)
+        self.port.update(
+            sid,
+            {
+                "sessionUpdate": "tool_call",
+                "toolCallId": use.id,
+                "title": title,
+                "kind": tool.kind,
+                "status": "pending",
+                "locations": _safe_locations(tool, args, ctx),
+                "rawInput": use.input,
+            },
+        )
+        self.port.progress(title)
+        if self.session.permissions.mode == "plan" and not tool.read_only:
+            result = ToolResult(
+                f"{tool.name} is not available in plan mode: only read-only tools may run. "
+                "Describe the change you would make instead; the user will switch modes.",
+                is_error=True,
+            )
+        else:
+            self.port.update(
+                sid,
+                {
+                    "sessionUpdate": "tool_call_update",
+                    "toolCallId": use.id,
+                    "status": "in_progress",
+                },
+            )
+            result = await self._execute(tool, args, ctx)
+        update: dict[str, Any] = {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": use.id,
+            "status": "failed" if result.is_error else "completed",
+            "rawOutput": result.raw_output if result.raw_output is not None else result.content,
+        }
+        if result.display is not None:
+            update["content"] = result.display
+        self.port.update(sid, update)
+        return ToolResultBlock(use.id, result.content, result.is_error)
+
+    async def _execute(self, tool: Tool[Any], args: Any, ctx: ToolContext) -> ToolResult:
+        try:
+            return await tool.run(args, ctx)
+        except FileProblem as exc:
+            return ToolResult(str(exc), is_error=True)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug in a tool must not end the run
+            log.exception("tool %s failed", tool.name)
+            return ToolResult(f"{tool.name} failed: {type(exc).__name__}: {exc}", is_error=True)
+
+    def _report_unstarted(self, use: ToolUseBlock, message: str) -> ToolResultBlock:
+        self.port.update(
+            self.session.id,
+            {
+                "sessionUpdate": "tool_call",
+                "toolCallId": use.id,
+                "title": use.name,
+                "kind": "other",
+                "status": "failed",
+                "locations": [],
+                "rawInput": _jsonable(use.input),
+            },
+        )
+        return ToolResultBlock(use.id, message, is_error=True)
+
+
+def _safe_locations(tool: Tool[Any], args: Any, ctx: ToolContext) -> list[dict[str, Any]]:
+    try:
+        return tool.locations(args, ctx)
+    except Exception:
+        return []
+
+
+def _jsonable(value: Any) -> Any:
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        return repr(value)

@@ -1,0 +1,80 @@
+"""A conversation with the agent: history, permissions, read-state and running totals."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent_ls.agent.messages import Message, TextBlock, ToolResultBlock, Usage
+from agent_ls.agent.store import SessionStore
+from agent_ls.safety.permissions import Permissions
+from agent_ls.workspace import ReadState
+
+
+def new_session_id() -> str:
+    return "s-" + uuid.uuid4().hex[:12]
+
+
+@dataclass
+class Session:
+    """One chat. Only one run at a time uses it (the server enforces that)."""
+
+    id: str = field(default_factory=new_session_id)
+    history: list[Message] = field(default_factory=list)
+    permissions: Permissions = field(default_factory=Permissions)
+    read_state: ReadState = field(default_factory=ReadState)
+    edited_paths: set[Path] = field(default_factory=set)
+    named_paths: set[Path] = field(default_factory=set)  # paths the user named in a prompt
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float = 0.0
+    last_context_tokens: int = 0
+    created: float = field(default_factory=time.time)
+    title: str = ""
+    store: SessionStore | None = None
+
+    def append(self, message: Message) -> None:
+        """Add a complete message to the history and to the transcript on disk."""
+        self.history.append(message)
+        if self.store is not None:
+            if len(self.history) == 1 and not self.store.exists(self.id):
+                self.store.append(
+                    self.id,
+                    {
+                        "type": "meta",
+                        "sessionId": self.id,
+                        "created": self.created,
+                        "title": self.title,
+                    },
+                )
+            self.store.append(self.id, {"type": "message", "message": message.to_json()})
+
+    def add_user_text(self, text: str) -> None:
+        """Append the user's words (providers merge consecutive user messages)."""
+        if not self.title:
+            self.title = text.strip().splitlines()[0][:80] if text.strip() else "(empty)"
+        self.append(Message("user", [TextBlock(text)]))
+
+    @classmethod
+    def load(cls, store: SessionStore, session_id: str) -> Session:
+        """A saved session, resumed at its last complete turn."""
+        meta, messages = store.load_messages(session_id)
+        session = cls(id=session_id, history=messages, store=store)
+        session.title = str(meta.get("title", ""))
+        session.created = float(meta.get("created", session.created))
+        session.close_dangling_tool_uses("Interrupted: the agent stopped before this finished.")
+        return session
+
+    def close_dangling_tool_uses(self, reason: str) -> None:
+        """Give every tool_use without a result one, so the history stays valid."""
+        if not self.history or self.history[-1].role != "assistant":
+            return
+        uses = self.history[-1].tool_uses()
+        if uses:
+            self.append(
+                Message(
+                    "user",
+                    [ToolResultBlock(u.id, reason, is_error=True) for u in uses],
+                )
+            )

@@ -1,0 +1,111 @@
+"""Sessions on disk: one append-only JSONL transcript per session.
+
+A line is written as each message completes, so a server killed mid-run resumes at the last
+complete turn (a tool call without its result is closed as interrupted on load).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from agent_ls.agent.messages import Message
+
+_SAFE_ID = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
+
+
+def data_dir() -> Path:
+    override = os.environ.get("AGENT_LS_DATA_DIR")
+    if override:
+        return Path(override)
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("agent-ls", appauthor=False))
+
+
+class SessionStore:
+    """Reads and appends session transcripts under one folder."""
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    @classmethod
+    def default(cls) -> SessionStore:
+        return cls(data_dir() / "sessions")
+
+    def path(self, session_id: str) -> Path:
+        if not _SAFE_ID.match(session_id):
+            raise ValueError(f"invalid session id {session_id!r}")
+        return self.root / f"{session_id}.jsonl"
+
+    def append(self, session_id: str, record: dict[str, Any]) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        line = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+        with self.path(session_id).open("a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+
+    def exists(self, session_id: str) -> bool:
+        try:
+            return self.path(session_id).is_file()
+        except ValueError:
+            return False
+
+    def read(self, session_id: str) -> list[dict[str, Any]]:
+        """Every intact record; a torn last line (killed mid-write) is skipped."""
+        records: list[dict[str, Any]] = []
+        with self.path(session_id).open(encoding="utf-8") as handle:
+            for line in handle:
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue
+        return records
+
+    def load_messages(self, session_id: str) -> tuple[dict[str, Any], list[Message]]:
+        meta: dict[str, Any] = {}
+        messages: list[Message] = []
+        for record in self.read(session_id):
+            kind = record.get("type")
+            if kind == "meta":
+                meta.update(record)
+            elif kind == "message":
+                try:
+                    messages.append(Message.from_json(record["message"]))
+                except (KeyError, TypeError):
+                    continue
+            elif kind == "totals":
+                meta["totals"] = record
+        return meta, messages
+
+    def list(self) -> list[dict[str, Any]]:
+        """Saved sessions, newest first."""
+        if not self.root.is_dir():
+            return []
+        rows: list[dict[str, Any]] = []
+        for path in self.root.glob("*.jsonl"):
+            title = ""
+            turns = 0
+            try:
+                with path.open(encoding="utf-8") as handle:
+                    for line in handle:
+                        if '"type":"meta"' in line and not title:
+                            title = json.loads(line).get("title", "")
+                        elif '"role":"assistant"' in line:
+                            turns += 1
+            except (OSError, json.JSONDecodeError):
+                continue
+            updated = datetime.datetime.fromtimestamp(path.stat().st_mtime)
+            rows.append(
+                {
+                    "sessionId": path.stem,
+                    "title": title,
+                    "turns": turns,
+                    "updated": updated.isoformat(timespec="seconds"),
+                }
+            )
+        rows.sort(key=lambda r: str(r["updated"]), reverse=True)
+        return rows

@@ -1,0 +1,188 @@
+"""The ``agent-ls`` command line: serve, run, demo, check-command, sessions."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from importlib import resources
+from pathlib import Path
+from typing import NoReturn
+
+from agent_ls import __version__
+
+
+def _serve(args: argparse.Namespace) -> int:
+    handler: logging.Handler = (
+        logging.FileHandler(args.log_file) if args.log_file else logging.StreamHandler(sys.stderr)
+    )
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper(), logging.WARNING),
+        handlers=[handler],
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    logging.getLogger("pygls").setLevel(max(logging.WARNING, logging.root.level))
+    from agent_ls.server import server
+
+    if args.tcp:
+        host, _, port = args.tcp.rpartition(":")
+        if not port.isdigit():
+            print(f"agent-ls serve: --tcp takes HOST:PORT, got {args.tcp!r}", file=sys.stderr)
+            return 2
+        server.start_tcp(host or "127.0.0.1", int(port))
+    else:
+        server.start_io()
+    return 0
+
+
+def _policy(args: argparse.Namespace) -> str:
+    if args.yes:
+        return "yes"
+    if args.no:
+        return "no"
+    return "ask" if sys.stdin.isatty() and sys.stderr.isatty() else "no"
+
+
+def _run(args: argparse.Namespace) -> int:
+    from agent_ls.client.headless import RunOptions, run_headless
+
+    prompt = " ".join(args.prompt).strip()
+    if prompt == "-" or (not prompt and not sys.stdin.isatty()):
+        prompt = sys.stdin.read().strip()
+    if not prompt:
+        print("agent-ls run: give a prompt (or - to read it from stdin)", file=sys.stderr)
+        return 2
+    cwd = Path(args.cwd).resolve()
+    if not cwd.is_dir():
+        print(f"agent-ls run: --cwd {args.cwd} is not a directory", file=sys.stderr)
+        return 2
+    options = RunOptions(
+        prompt=prompt,
+        cwd=cwd,
+        policy=_policy(args),  # type: ignore[arg-type]
+        model=args.model,
+        session_id=args.resume,
+        mode=args.mode,
+        json_output=args.json,
+        quiet=args.quiet,
+    )
+    return run_headless(options)
+
+
+DEMO_PROMPT = "The average() helper in stats.py crashes on an empty list. Fix it and run the tests."
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from agent_ls.client.headless import RunOptions, run_headless
+
+    demo = resources.files("agent_ls") / "demo"
+    target = Path(tempfile.mkdtemp(prefix="agent-ls-demo-"))
+    with resources.as_file(demo / "project") as project:
+        shutil.copytree(project, target, dirs_exist_ok=True)
+    script_dir = Path(tempfile.mkdtemp(prefix="agent-ls-demo-script-"))
+    with resources.as_file(demo / "script.json") as script:
+        shutil.copy(script, script_dir / "script.json")
+    print(f"agent-ls demo: an offline run with the scripted model in {target}", file=sys.stderr)
+    print(f"> {DEMO_PROMPT}", file=sys.stderr)
+    options = RunOptions(
+        prompt=DEMO_PROMPT,
+        cwd=target,
+        policy="yes",
+        model=f"script:{script_dir / 'script.json'}",
+        quiet=False,
+    )
+    code = run_headless(options)
+    print(f"\nThe edited project is in {target}", file=sys.stderr)
+    return code
+
+
+def _check_command(args: argparse.Namespace) -> int:
+    from agent_ls.safety.shell import classify
+
+    command = " ".join(args.command)
+    if not command.strip():
+        print("agent-ls check-command: give a command to classify", file=sys.stderr)
+        return 2
+    print(json.dumps(classify(command).to_json()))
+    return 0
+
+
+def _sessions(args: argparse.Namespace) -> int:
+    from agent_ls.agent.store import SessionStore
+
+    rows = SessionStore.default().list()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        print("No saved sessions.")
+        return 0
+    for row in rows:
+        print(f"{row['sessionId']}  {row['updated']}  {row['title']}")
+    return 0
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # usage errors exit 2 with a clear line
+        self.print_usage(sys.stderr)
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="agent-ls", description="A coding agent inside your editor, over LSP.")
+    parser.add_argument("--version", action="version", version=f"agent-ls {__version__}")
+    sub = parser.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+
+    serve = sub.add_parser("serve", help="run the language server (stdio by default)")
+    serve.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio")
+    serve.add_argument("--stdio", action="store_true", help="use stdio (the default)")
+    serve.add_argument(
+        "--log-file",
+        default=os.environ.get("AGENT_LS_LOG_FILE"),
+        help="write logs here instead of stderr (env AGENT_LS_LOG_FILE)",
+    )
+    serve.add_argument(
+        "--log-level",
+        default=os.environ.get("AGENT_LS_LOG_LEVEL", "warning"),
+        help="debug, info, warning, error (env AGENT_LS_LOG_LEVEL)",
+    )
+    serve.set_defaults(func=_serve)
+
+    run = sub.add_parser("run", help="run one prompt headless, as an LSP client of the server")
+    run.add_argument("prompt", nargs="*", help="the prompt (- reads stdin)")
+    decide = run.add_mutually_exclusive_group()
+    decide.add_argument("--yes", "-y", action="store_true", help="accept every edit and command")
+    decide.add_argument("--no", "-n", action="store_true", help="deny every edit and command")
+    run.add_argument("--model", "-m", help="anthropic:<model>, openai:<model> or script:<path>")
+    run.add_argument("--cwd", default=".", help="the workspace folder (default: .)")
+    run.add_argument("--resume", metavar="SESSION_ID", help="continue a saved session")
+    run.add_argument("--mode", choices=["default", "acceptEdits", "plan", "bypassPermissions"])
+    run.add_argument("--json", action="store_true", help="print the result object as JSON")
+    run.add_argument("--quiet", "-q", action="store_true", help="print only the answer")
+    run.set_defaults(func=_run)
+
+    demo = sub.add_parser("demo", help="an offline run on a bundled example project")
+    demo.set_defaults(func=_demo)
+
+    check = sub.add_parser("check-command", help="the shell classifier's verdict as JSON")
+    check.add_argument("command", nargs=argparse.REMAINDER, help="the command line")
+    check.set_defaults(func=_check_command)
+
+    sessions = sub.add_parser("sessions", help="list saved sessions")
+    sessions.add_argument("--json", action="store_true")
+    sessions.set_defaults(func=_sessions)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "cmd", None) == "check-command" and args.command[:1] == ["--"]:
+        args.command = args.command[1:]
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    result: int = args.func(args)
+    return result

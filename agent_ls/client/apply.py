@@ -1,0 +1,125 @@
+"""Applying a ``WorkspaceEdit`` the way an editor would, hunk by hunk.
+
+Used by the headless client (on disk, atomically) and by test clients (on their documents).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lsprotocol import types
+
+from agent_ls.edits import Hunk, LineIndex, PositionEncoding, apply_hunks
+from agent_ls.lsp_port import uri_to_path
+
+AcceptHunk = Callable[[Path, int, types.TextEdit | types.AnnotatedTextEdit], bool]
+
+
+@dataclass
+class FileEdits:
+    """The text edits for one document, in the order the edit listed them."""
+
+    uri: str
+    version: int | None
+    edits: list[types.TextEdit | types.AnnotatedTextEdit] = field(default_factory=list)
+    create: bool = False
+
+
+def collect(edit: types.WorkspaceEdit) -> list[FileEdits]:
+    """Normalise ``documentChanges`` / ``changes`` into per-file edit lists."""
+    files: list[FileEdits] = []
+    created: set[str] = set()
+    for change in edit.document_changes or []:
+        if isinstance(change, types.CreateFile):
+            created.add(change.uri)
+        elif isinstance(change, types.TextDocumentEdit):
+            edits = [
+                e for e in change.edits if isinstance(e, types.TextEdit | types.AnnotatedTextEdit)
+            ]
+            uri = change.text_document.uri
+            files.append(FileEdits(uri, change.text_document.version, edits, uri in created))
+    for uri in created - {f.uri for f in files}:
+        files.append(FileEdits(uri, None, [], True))
+    for uri, text_edits in (edit.changes or {}).items():
+        files.append(FileEdits(uri, None, list(text_edits)))
+    return files
+
+
+def apply_text_edits(
+    text: str,
+    edits: list[types.TextEdit | types.AnnotatedTextEdit],
+    encoding: PositionEncoding,
+    accept: Callable[[int, types.TextEdit | types.AnnotatedTextEdit], bool] = lambda i, e: True,
+) -> tuple[str, list[int]]:
+    """Apply the accepted edits (all ranges refer to the original text); return text, indexes."""
+    index = LineIndex(text)
+    hunks: list[Hunk] = []
+    accepted: list[int] = []
+    for i, edit in enumerate(edits):
+        if not accept(i, edit):
+            continue
+        start = index.offset(edit.range.start.line, edit.range.start.character, encoding)
+        end = index.offset(edit.range.end.line, edit.range.end.character, encoding)
+        hunks.append(Hunk(start, end, edit.new_text))
+        accepted.append(i)
+    return apply_hunks(text, hunks), accepted
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write via a temp file in the same folder and rename, keeping the file's mode."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = None
+    with contextlib.suppress(FileNotFoundError):
+        mode = path.stat().st_mode & 0o7777
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".agent-ls", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+@dataclass
+class DiskResult:
+    applied: bool
+    failure: str | None = None
+
+
+def apply_to_disk(
+    edit: types.WorkspaceEdit, encoding: PositionEncoding, accept: AcceptHunk
+) -> DiskResult:
+    """Apply ``edit`` to files on disk, asking ``accept`` per hunk. All-or-nothing per file."""
+    any_applied = False
+    for file_edits in collect(edit):
+        path = uri_to_path(file_edits.uri)
+        if path is None:
+            return DiskResult(False, f"not a file URI: {file_edits.uri}")
+        try:
+            before = path.read_text(encoding="utf-8") if path.exists() else ""
+        except (OSError, UnicodeDecodeError) as exc:
+            return DiskResult(False, f"cannot read {path}: {exc}")
+        after, accepted = apply_text_edits(
+            before, file_edits.edits, encoding, functools.partial(accept, path)
+        )
+        if not accepted and not (file_edits.create and not file_edits.edits):
+            continue
+        try:
+            current = path.read_text(encoding="utf-8") if path.exists() else ""
+        except (OSError, UnicodeDecodeError) as exc:
+            return DiskResult(False, f"cannot read {path}: {exc}")
+        if current != before:
+            return DiskResult(False, f"{path} changed on disk while the edit was reviewed")
+        write_atomically(path, after)
+        any_applied = True
+    return DiskResult(any_applied, None if any_applied else "the user rejected every change")

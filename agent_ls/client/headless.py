@@ -1,0 +1,297 @@
+"""``agent-ls run``: a small LSP client that drives the server as an editor would.
+
+It spawns ``agent-ls serve``, answers ``workspace/applyEdit`` by writing files atomically,
+answers confirmations by policy (``--yes``, ``--no``, or a prompt on a TTY; no TTY and no flag
+means deny), and renders the stream in the terminal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from lsprotocol import types
+from pygls.lsp.client import LanguageClient
+
+from agent_ls import __version__
+from agent_ls.client.apply import apply_to_disk
+from agent_ls.client.render import Renderer
+from agent_ls.edits import PositionEncoding
+from agent_ls.lsp_port import path_to_uri, plain_json, uri_to_path
+
+Policy = Literal["yes", "no", "ask"]
+ENCODING: PositionEncoding = "utf-16"
+
+EXIT_OK, EXIT_ERROR, EXIT_CANCELLED = 0, 1, 130
+
+
+def client_capabilities() -> types.ClientCapabilities:
+    return types.ClientCapabilities(
+        general=types.GeneralClientCapabilities(
+            position_encodings=[types.PositionEncodingKind.Utf16]
+        ),
+        workspace=types.WorkspaceClientCapabilities(
+            apply_edit=True,
+            workspace_edit=types.WorkspaceEditClientCapabilities(
+                document_changes=True,
+                resource_operations=[types.ResourceOperationKind.Create],
+                change_annotation_support=types.ChangeAnnotationsSupportOptions(
+                    groups_on_label=False
+                ),
+            ),
+            configuration=True,
+        ),
+        window=types.WindowClientCapabilities(work_done_progress=True),
+    )
+
+
+@dataclass
+class RunOptions:
+    prompt: str
+    cwd: Path
+    policy: Policy
+    model: str | None = None
+    session_id: str | None = None
+    mode: str | None = None
+    json_output: bool = False
+    quiet: bool = False
+
+
+class Headless:
+    def __init__(self, options: RunOptions, renderer: Renderer):
+        self.options = options
+        self.renderer = renderer
+        self.client = LanguageClient("agent-ls-run", __version__)
+        self._stderr_lines: list[str] = []
+        self._register()
+
+    # -- answering the server ------------------------------------------------------------
+
+    def _register(self) -> None:
+        client = self.client
+
+        @client.feature(types.WORKSPACE_APPLY_EDIT)
+        async def apply_edit(
+            ls: LanguageClient, params: types.ApplyWorkspaceEditParams
+        ) -> types.ApplyWorkspaceEditResult:
+            return await self.apply_edit(params)
+
+        @client.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
+        async def show_message_request(
+            ls: LanguageClient, params: types.ShowMessageRequestParams
+        ) -> types.MessageActionItem | None:
+            return await self.confirm(params)
+
+        @client.feature(types.WINDOW_WORK_DONE_PROGRESS_CREATE)
+        def create_progress(ls: LanguageClient, params: types.WorkDoneProgressCreateParams) -> None:
+            return None
+
+        @client.feature(types.PROGRESS)
+        def on_progress(ls: LanguageClient, params: types.ProgressParams) -> None:
+            value = params.value
+            message = getattr(value, "message", None) or (
+                value.get("message") if isinstance(value, dict) else None
+            )
+            kind = getattr(value, "kind", None) or (
+                value.get("kind") if isinstance(value, dict) else None
+            )
+            if message and kind == "report":
+                self.renderer.progress(str(message))
+
+        @client.feature("agent/update")
+        def on_update(ls: LanguageClient, params: Any) -> None:
+            update = plain_json(getattr(params, "update", None) or {})
+            self.renderer.update(update)
+
+        @client.feature("agent/saveDocuments")
+        def save_documents(ls: LanguageClient, params: Any) -> dict[str, Any]:
+            # Edits are written to disk as they are accepted: everything is saved already.
+            return {"saved": list(getattr(params, "uris", None) or [])}
+
+        @client.feature(types.WINDOW_SHOW_MESSAGE)
+        def show_message(ls: LanguageClient, params: types.ShowMessageParams) -> None:
+            self.renderer.progress(params.message)
+
+        @client.feature(types.WINDOW_LOG_MESSAGE)
+        def log_message(ls: LanguageClient, params: types.LogMessageParams) -> None:
+            return None
+
+        @client.feature(types.WORKSPACE_CONFIGURATION)
+        def configuration(ls: LanguageClient, params: types.ConfigurationParams) -> list[Any]:
+            return [None for _ in params.items]
+
+    async def apply_edit(
+        self, params: types.ApplyWorkspaceEditParams
+    ) -> types.ApplyWorkspaceEditResult:
+        edit = params.edit
+        annotations = edit.change_annotations or {}
+        policy = self.options.policy
+        decisions: dict[tuple[Path, int], bool] = {}
+        if policy == "ask":
+            decisions = await asyncio.to_thread(self._ask_hunks, edit)
+
+        def accept(path: Path, index: int, text_edit: Any) -> bool:
+            if policy != "ask":
+                return policy == "yes"
+            annotation = annotations.get(getattr(text_edit, "annotation_id", None) or "")
+            if annotation is None or not annotation.needs_confirmation:
+                return True
+            return decisions.get((path, index), False)
+
+        result = apply_to_disk(edit, ENCODING, accept)
+        return types.ApplyWorkspaceEditResult(applied=result.applied, failure_reason=result.failure)
+
+    def _ask_hunks(self, edit: types.WorkspaceEdit) -> dict[tuple[Path, int], bool]:
+        from agent_ls.client.apply import collect
+
+        decisions: dict[tuple[Path, int], bool] = {}
+        for file_edits in collect(edit):
+            path = uri_to_path(file_edits.uri)
+            if path is None:
+                continue
+            for i, text_edit in enumerate(file_edits.edits):
+                line = text_edit.range.start.line + 1
+                preview = (
+                    text_edit.new_text
+                    if len(text_edit.new_text) < 2000
+                    else (text_edit.new_text[:2000] + "…")
+                )
+                self.renderer.err.print(f"[bold]{path}[/bold] hunk {i + 1} at line {line}:")
+                self.renderer.err.print(preview or "(deletion)", markup=False)
+                answer = _prompt("Apply this hunk? [y/N] ")
+                decisions[(path, i)] = answer.strip().lower() in ("y", "yes")
+        return decisions
+
+    async def confirm(
+        self, params: types.ShowMessageRequestParams
+    ) -> types.MessageActionItem | None:
+        titles = [a.title for a in params.actions or []]
+        policy = self.options.policy
+        if policy == "no":
+            choice = "Deny" if "Deny" in titles else None
+        elif policy == "yes":
+            choice = next((t for t in ("Allow", "Apply") if t in titles), None)
+        else:
+            choice = await asyncio.to_thread(self._ask_choice, params.message, titles)
+        if policy != "ask":
+            self.renderer.question(params.message, choice or "Deny", f"--{policy}")
+        if choice is None:
+            return None
+        return types.MessageActionItem(title=choice)
+
+    def _ask_choice(self, message: str, titles: list[str]) -> str | None:
+        self.renderer.err.print(message, markup=False)
+        for i, title in enumerate(titles, 1):
+            self.renderer.err.print(f"  {i}) {title}", markup=False)
+        answer = _prompt("Choose: ").strip()
+        if answer.isdigit() and 1 <= int(answer) <= len(titles):
+            return titles[int(answer) - 1]
+        return None
+
+    # -- the run ---------------------------------------------------------------------------
+
+    async def run(self) -> int:
+        opts = self.options
+        env = dict(os.environ)
+        if opts.model:
+            env["AGENT_LS_MODEL"] = opts.model
+        await self.client.start_io(
+            sys.executable, "-m", "agent_ls", "serve", cwd=str(opts.cwd), env=env
+        )
+        server_proc = self.client._server
+        drain = None
+        if server_proc is not None and server_proc.stderr is not None:
+            drain = asyncio.ensure_future(self._drain(server_proc.stderr))
+        root_uri = path_to_uri(opts.cwd)
+        init_options: dict[str, Any] = {}
+        if opts.mode:
+            init_options["mode"] = opts.mode
+        await self.client.initialize_async(
+            types.InitializeParams(
+                capabilities=client_capabilities(),
+                root_uri=root_uri,
+                workspace_folders=[types.WorkspaceFolder(uri=root_uri, name=opts.cwd.name)],
+                initialization_options=init_options or None,
+                client_info=types.ClientInfo(name="agent-ls run", version=__version__),
+            )
+        )
+        self.client.initialized(types.InitializedParams())
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signal.SIGINT, self._cancel)
+        argument: dict[str, Any] = {"prompt": opts.prompt}
+        if opts.session_id:
+            argument["sessionId"] = opts.session_id
+        code = EXIT_ERROR
+        try:
+            result = await self.client.workspace_execute_command_async(
+                types.ExecuteCommandParams(command="agent.ask", arguments=[argument])
+            )
+            result = plain_json(result)
+            self.renderer.finish(result)
+            if opts.json_output:
+                print(json.dumps(result, indent=2))
+            stop = result.get("stopReason")
+            code = (
+                EXIT_CANCELLED
+                if stop == "cancelled"
+                else EXIT_ERROR
+                if stop == "error"
+                else EXIT_OK
+            )
+        except Exception as exc:
+            self.renderer.err.print(f"[red]error:[/red] {exc}")
+            tail = "".join(self._stderr_lines[-20:]).strip()
+            if tail:
+                self.renderer.err.print(tail, markup=False)
+        finally:
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(signal.SIGINT)
+            await self._shutdown()
+            if drain is not None:
+                drain.cancel()
+        return code
+
+    def _cancel(self) -> None:
+        self.renderer.progress("cancelling…")
+        self.client.protocol.send_request(
+            types.WORKSPACE_EXECUTE_COMMAND,
+            types.ExecuteCommandParams(command="agent.cancel", arguments=[{}]),
+        )
+
+    async def _drain(self, stream: asyncio.StreamReader) -> None:
+        while line := await stream.readline():
+            self._stderr_lines.append(line.decode("utf-8", "replace"))
+            del self._stderr_lines[:-200]
+
+    async def _shutdown(self) -> None:
+        try:
+            await asyncio.wait_for(self.client.shutdown_async(None), 5)
+            self.client.exit(None)
+            await asyncio.wait_for(self.client.stop(), 5)
+        except Exception:
+            proc = self.client._server
+            if proc is not None and proc.returncode is None:
+                proc.kill()
+
+
+def _prompt(text: str) -> str:
+    try:
+        with open("/dev/tty", encoding="utf-8") as tty:
+            sys.stderr.write(text)
+            sys.stderr.flush()
+            return tty.readline()
+    except OSError:
+        return ""
+
+
+def run_headless(options: RunOptions) -> int:
+    renderer = Renderer(quiet=options.quiet, root=options.cwd)
+    return asyncio.run(Headless(options, renderer).run())

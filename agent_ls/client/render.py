@@ -1,0 +1,136 @@
+"""Terminal rendering of the agent's stream for the headless client."""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+OUTPUT_LINES = 12
+STATUS_MARK = {"completed": "✓", "failed": "✗", "in_progress": "…", "pending": "·"}
+
+
+class Renderer:
+    """Answer text goes to stdout; tool calls, diffs and progress to stderr."""
+
+    def __init__(self, *, quiet: bool = False, color: bool | None = None, root: Path | None = None):
+        self.quiet = quiet
+        self.root = root
+        self.out = sys.stdout
+        self.err = Console(stderr=True, highlight=False, soft_wrap=True, force_terminal=color)
+        self.titles: dict[str, str] = {}
+        self._mid_line = False
+
+    def _break_line(self) -> None:
+        if self._mid_line:
+            self.out.write("\n")
+            self.out.flush()
+            self._mid_line = False
+
+    def update(self, update: dict[str, Any]) -> None:
+        kind = update.get("sessionUpdate")
+        if kind == "agent_message_chunk":
+            text = (update.get("content") or {}).get("text", "")
+            self.out.write(text)
+            self.out.flush()
+            self._mid_line = not text.endswith("\n")
+            return
+        if self.quiet:
+            return
+        if kind == "agent_thought_chunk":
+            return
+        if kind == "tool_call":
+            self._break_line()
+            call_id = str(update.get("toolCallId"))
+            self.titles[call_id] = str(update.get("title", ""))
+            if update.get("status") == "failed":
+                self.err.print(Text(f"✗ {self.titles[call_id]}", style="red"))
+            else:
+                self.err.print(Text(f"→ {self.titles[call_id]}", style="cyan"))
+        elif kind == "tool_call_update":
+            self._tool_update(update)
+        elif kind == "current_mode_update":
+            self.err.print(Text(f"mode: {update.get('currentModeId')}", style="magenta"))
+
+    def _tool_update(self, update: dict[str, Any]) -> None:
+        status = update.get("status")
+        for item in update.get("content") or []:
+            if item.get("type") == "diff":
+                self._break_line()
+                self.diff(str(item.get("path")), item.get("oldText"), str(item.get("newText")))
+            elif item.get("type") == "content" and status in ("completed", "failed"):
+                text = str((item.get("content") or {}).get("text", ""))
+                lines = text.rstrip("\n").splitlines()
+                if len(lines) > OUTPUT_LINES:
+                    skipped = len(lines) - OUTPUT_LINES
+                    lines = [f"[... {skipped} lines ...]", *lines[-OUTPUT_LINES:]]
+                self._break_line()
+                for line in lines:
+                    self.err.print(Text("  │ " + line, style="dim"))
+        if status in ("completed", "failed"):
+            title = self.titles.get(str(update.get("toolCallId")), "")
+            style = "green" if status == "completed" else "red"
+            output = update.get("rawOutput")
+            detail = ""
+            if status == "failed" and isinstance(output, str):
+                detail = ": " + output.strip().splitlines()[0][:200] if output.strip() else ""
+            self._break_line()
+            self.err.print(Text(f"{STATUS_MARK[status]} {title}{detail}", style=style))
+
+    def diff(self, path: str, old: str | None, new: str) -> None:
+        with contextlib.suppress(ValueError):
+            path = str(Path(path).relative_to(Path.cwd() if self.root is None else self.root))
+        lines = difflib.unified_diff(
+            (old or "").splitlines(keepends=True),
+            new.splitlines(keepends=True),
+            fromfile=f"a/{path}" if old is not None else "/dev/null",
+            tofile=f"b/{path}",
+        )
+        for line in lines:
+            line = line.rstrip("\n")
+            style = None
+            if line.startswith(("+++", "---")):
+                style = "bold"
+            elif line.startswith("+"):
+                style = "green"
+            elif line.startswith("-"):
+                style = "red"
+            elif line.startswith("@@"):
+                style = "cyan"
+            self.err.print(Text(line, style=style or ""))
+
+    def question(self, message: str, answer: str, why: str) -> None:
+        """Show a question the client answered by itself, and its answer."""
+        if self.quiet:
+            return
+        self._break_line()
+        lines = [ln for ln in message.splitlines() if ln.strip()]
+        for line in lines[:6]:
+            self.err.print(Text("? " + line, style="yellow"))
+        self.err.print(Text(f"  {answer} ({why})", style="yellow"))
+
+    def progress(self, message: str) -> None:
+        if not self.quiet and message and message not in self.titles.values():
+            self._break_line()
+            self.err.print(Text(f"  {message}", style="dim"))
+
+    def finish(self, result: dict[str, Any]) -> None:
+        self._break_line()
+        if self.quiet:
+            return
+        usage = result.get("usage") or {}
+        cost = result.get("costUsd") or 0
+        stop = result.get("stopReason")
+        line = (
+            f"[{stop}] {usage.get('inputTokens', 0)} in / {usage.get('outputTokens', 0)} out tokens"
+            + (f", ${cost:.4f}" if cost else "")
+        )
+        style = "red" if stop in ("error", "cancelled") else "dim"
+        if result.get("error"):
+            self.err.print(Text(f"error: {result['error']}", style="red"))
+        self.err.print(Text(line, style=style))

@@ -1,0 +1,294 @@
+"""The agent's :class:`EditorPort`, spoken over LSP to whatever client is connected."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+from pygls.uris import from_fs_path, to_fs_path
+
+from agent_ls.agent.port import (
+    Buffer,
+    ConfirmRequest,
+    Decision,
+    EditOutcome,
+    EditProposal,
+    Unsupported,
+)
+from agent_ls.edits import LineIndex, PositionEncoding, landed_hunks, unified_diff
+from agent_ls.protocol import GET_DIAGNOSTICS_REQUEST, SAVE_DOCUMENTS_REQUEST, UPDATE_NOTIFICATION
+
+if TYPE_CHECKING:
+    from agent_ls.server import AgentServer
+
+log = logging.getLogger(__name__)
+
+ALLOW, ALLOW_SESSION, DENY = "Allow", "Allow for this session", "Deny"
+APPLY, REJECT = "Apply", "Reject"
+SETTLE_SECONDS = 2.0
+
+
+def path_to_uri(path: Path) -> str:
+    return from_fs_path(str(path)) or path.as_uri()
+
+
+def uri_to_path(uri: str) -> Path | None:
+    fs = to_fs_path(uri)
+    return Path(fs) if fs else None
+
+
+def _encoding(server: AgentServer) -> PositionEncoding:
+    enc = str(server.workspace.position_encoding or "utf-16")
+    return enc if enc in ("utf-8", "utf-16", "utf-32") else "utf-16"  # type: ignore[return-value]
+
+
+def build_workspace_edit(
+    proposal: EditProposal,
+    uri: str,
+    caps: types.ClientCapabilities,
+    encoding: PositionEncoding,
+) -> types.WorkspaceEdit:
+    """The proposal as the richest ``WorkspaceEdit`` the client supports."""
+    ws_edit = caps.workspace.workspace_edit if caps.workspace else None
+    document_changes = bool(ws_edit and ws_edit.document_changes)
+    annotations = bool(ws_edit and ws_edit.change_annotation_support)
+    create_ok = bool(
+        ws_edit
+        and ws_edit.resource_operations
+        and types.ResourceOperationKind.Create in ws_edit.resource_operations
+    )
+    index = LineIndex(proposal.old_text or "")
+    edits: list[types.TextEdit | types.AnnotatedTextEdit] = []
+    change_annotations: dict[str, types.ChangeAnnotation] = {}
+    for i, hunk in enumerate(proposal.hunks):
+        start = index.position(hunk.start, encoding)
+        end = index.position(hunk.end, encoding)
+        rng = types.Range(
+            start=types.Position(line=start[0], character=start[1]),
+            end=types.Position(line=end[0], character=end[1]),
+        )
+        if annotations and document_changes:
+            annotation_id = f"agent-ls/hunk-{i + 1}"
+            first, last = start[0] + 1, end[0] + 1
+            lines = f"line {first}" if first == last else f"lines {first}-{last}"
+            change_annotations[annotation_id] = types.ChangeAnnotation(
+                label=f"Hunk {i + 1} of {len(proposal.hunks)} ({lines})",
+                needs_confirmation=proposal.needs_confirmation,
+                description=proposal.label,
+            )
+            edits.append(
+                types.AnnotatedTextEdit(
+                    range=rng, new_text=hunk.new_text, annotation_id=annotation_id
+                )
+            )
+        else:
+            edits.append(types.TextEdit(range=rng, new_text=hunk.new_text))
+    if not document_changes:
+        return types.WorkspaceEdit(
+            changes={uri: [types.TextEdit(range=e.range, new_text=e.new_text) for e in edits]}
+        )
+    changes: list[Any] = []
+    if proposal.old_text is None and create_ok:
+        create_annotation = None
+        if annotations:
+            create_annotation = "agent-ls/create"
+            change_annotations[create_annotation] = types.ChangeAnnotation(
+                label="Create file",
+                needs_confirmation=proposal.needs_confirmation,
+                description=proposal.label,
+            )
+        changes.append(
+            types.CreateFile(
+                uri=uri,
+                options=types.CreateFileOptions(overwrite=False, ignore_if_exists=True),
+                annotation_id=create_annotation,
+            )
+        )
+    changes.append(
+        types.TextDocumentEdit(
+            text_document=types.OptionalVersionedTextDocumentIdentifier(
+                uri=uri, version=proposal.version
+            ),
+            edits=edits,
+        )
+    )
+    return types.WorkspaceEdit(
+        document_changes=changes, change_annotations=change_annotations or None
+    )
+
+
+class LspEditorPort:
+    """One run's view of the editor: confirmations, edits, updates and progress."""
+
+    def __init__(self, server: AgentServer, session_id: str, token: str | int | None):
+        self.server = server
+        self.session_id = session_id
+        self.token = token
+
+    # -- buffers ---------------------------------------------------------------------
+
+    def open_buffer(self, path: Path) -> Buffer | None:
+        return self.server.open_buffer(path)
+
+    # -- user questions --------------------------------------------------------------
+
+    async def confirm(self, request: ConfirmRequest) -> Decision:
+        actions = [types.MessageActionItem(title=ALLOW)]
+        if request.grant:
+            actions.append(types.MessageActionItem(title=ALLOW_SESSION))
+        actions.append(types.MessageActionItem(title=DENY))
+        answer = await self._ask(request.message, actions)
+        if answer == ALLOW:
+            return Decision.ALLOW
+        if answer == ALLOW_SESSION and request.grant:
+            return Decision.ALLOW_SESSION
+        return Decision.DENY
+
+    async def _ask(self, message: str, actions: list[types.MessageActionItem]) -> str | None:
+        params = types.ShowMessageRequestParams(
+            type=types.MessageType.Warning, message=message, actions=actions
+        )
+        try:
+            item = await asyncio.wait_for(
+                self.server.window_show_message_request_async(params),
+                self.server.settings.edit_confirm_timeout,
+            )
+        except (JsonRpcException, TimeoutError) as exc:
+            log.info("confirmation not answered: %s", exc)
+            return None
+        return item.title if item is not None else None
+
+    # -- edits -----------------------------------------------------------------------
+
+    async def propose_edit(self, proposal: EditProposal) -> EditOutcome:
+        server = self.server
+        uri = path_to_uri(proposal.path)
+        caps = server.client_capabilities
+        ws_caps = caps.workspace.workspace_edit if caps.workspace else None
+        has_annotations = bool(
+            ws_caps and ws_caps.document_changes and ws_caps.change_annotation_support
+        )
+        if proposal.needs_confirmation and not has_annotations:
+            # The client cannot preview with per-hunk confirmation: ask first, with a summary.
+            shown = server.display_path(proposal.path)
+            diff = unified_diff(shown, proposal.old_text or "", proposal.new_text)
+            added = sum(
+                1 for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++")
+            )
+            removed = sum(
+                1 for ln in diff.splitlines() if ln.startswith("-") and not ln.startswith("---")
+            )
+            verb = "Create" if proposal.old_text is None else "Apply edit to"
+            answer = await self._ask(
+                f"{verb} {shown}? (+{added} -{removed} lines)\n\n{diff[:4000]}",
+                [types.MessageActionItem(title=APPLY), types.MessageActionItem(title=REJECT)],
+            )
+            if answer != APPLY:
+                return EditOutcome(
+                    "rejected", final_text=proposal.old_text, final_version=proposal.version
+                )
+        edit = build_workspace_edit(proposal, uri, caps, _encoding(server))
+        try:
+            result = await asyncio.wait_for(
+                server.workspace_apply_edit_async(
+                    types.ApplyWorkspaceEditParams(edit=edit, label=proposal.label)
+                ),
+                server.settings.edit_confirm_timeout,
+            )
+        except TimeoutError:
+            return EditOutcome("failed", reason="the editor did not answer the edit request")
+        except JsonRpcException as exc:
+            return EditOutcome("failed", reason=f"the editor refused the edit request: {exc}")
+        return await self._verify(proposal, bool(result.applied), result.failure_reason)
+
+    async def _verify(
+        self, proposal: EditProposal, applied: bool, failure: str | None
+    ) -> EditOutcome:
+        """Compare what the editor (or disk) holds now with what was proposed."""
+        deadline = asyncio.get_running_loop().time() + (SETTLE_SECONDS if applied else 0.2)
+        old = proposal.old_text or ""
+        while True:
+            current, version = self.server.current_text(proposal.path)
+            if current == proposal.new_text:
+                return EditOutcome("applied", list(range(len(proposal.hunks))), current, version)
+            if asyncio.get_running_loop().time() >= deadline:
+                break
+            await asyncio.sleep(0.02)
+        if current is None or current == old:
+            if applied:
+                reason = "the editor reported success but the file did not change"
+                return EditOutcome("rejected", [], current, version, reason)
+            return EditOutcome("rejected", [], current, version, failure or "")
+        landed = landed_hunks(old, proposal.hunks, current)
+        if landed is None:
+            return EditOutcome(
+                "failed",
+                [],
+                current,
+                version,
+                "the file now differs from both the old and the proposed text",
+            )
+        return EditOutcome("partial", landed, current, version)
+
+    # -- requests that plugins implement -------------------------------------------------
+
+    async def _client_request(self, method: str, params: dict[str, Any]) -> Any:
+        try:
+            return await asyncio.wait_for(
+                self.server.protocol.send_request_async(method, params),
+                self.server.settings.client_request_timeout,
+            )
+        except TimeoutError:
+            raise Unsupported(f"the editor did not answer {method}") from None
+        except JsonRpcException as exc:
+            raise Unsupported(f"the editor does not support {method}: {exc}") from None
+
+    async def save_documents(self, paths: list[Path]) -> list[Path]:
+        result = await self._client_request(
+            SAVE_DOCUMENTS_REQUEST, {"uris": [path_to_uri(p) for p in paths]}
+        )
+        saved = _field(result, "saved") or []
+        return [p for p in (uri_to_path(str(u)) for u in saved) if p is not None]
+
+    async def diagnostics(self, path: Path | None) -> list[dict[str, Any]]:
+        params = {"uri": path_to_uri(path)} if path else {}
+        result = await self._client_request(GET_DIAGNOSTICS_REQUEST, params)
+        items = _field(result, "items")
+        if not isinstance(items, list):
+            raise Unsupported("the editor answered agent/getDiagnostics without items")
+        return [plain_json(i) for i in items]
+
+    # -- streaming -----------------------------------------------------------------------
+
+    def update(self, session_id: str, update: dict[str, Any]) -> None:
+        self.server.protocol.notify(
+            UPDATE_NOTIFICATION, {"sessionId": session_id, "update": update}
+        )
+
+    def progress(self, message: str, percentage: int | None = None) -> None:
+        if self.token is None:
+            return
+        self.server.work_done_progress.report(
+            self.token, types.WorkDoneProgressReport(message=message[:200], percentage=percentage)
+        )
+
+
+def _field(obj: Any, name: str) -> Any:
+    if isinstance(obj, dict):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+def plain_json(obj: Any) -> Any:
+    """pygls hands unknown-method results over as namedtuples; make them plain JSON."""
+    if isinstance(obj, dict):
+        return {k: plain_json(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple) and hasattr(obj, "_asdict"):
+        return {k: plain_json(v) for k, v in obj._asdict().items()}
+    if isinstance(obj, list | tuple):
+        return [plain_json(v) for v in obj]
+    return obj

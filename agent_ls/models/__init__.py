@@ -1,0 +1,32 @@
+"""Model providers: ``anthropic:<model>``, ``openai:<model>``, ``script:<path>``."""
+
+from __future__ import annotations
+
+from agent_ls.models.base import Model, ModelError
+
+DEFAULT_MODEL = "anthropic:claude-sonnet-4-5"
+
+__all__ = ["DEFAULT_MODEL", "Model", "ModelError", "load_model"]
+
+
+def load_model(spec: str) -> Model:
+    """Build the provider named by ``spec`` (``provider:model``). Raises ``ValueError``."""
+    provider, sep, rest = spec.partition(":")
+    if not sep or not rest:
+        raise ValueError(
+            f"model {spec!r} is not of the form provider:model "
+            "(anthropic:<model>, openai:<model> or script:<path>)"
+        )
+    if provider == "anthropic":
+        from agent_ls.models.anthropic import AnthropicModel
+
+        return AnthropicModel(rest)
+    if provider == "openai":
+        from agent_ls.models.openai import OpenAIModel
+
+        return OpenAIModel(rest)
+    if provider == "script":
+        from agent_ls.models.script import ScriptModel
+
+        return ScriptModel.from_file(rest)
+    raise ValueError(f"unknown model provider {provider!r} (use anthropic, openai or script)")

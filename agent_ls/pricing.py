@@ -1,0 +1,40 @@
+"""Dollar cost of token usage, from a price table users can extend in settings."""
+
+from __future__ import annotations
+
+from agent_ls.agent.messages import Usage
+
+# USD per million tokens: input, output, cache read, cache write (5-minute TTL).
+PRICES: dict[str, tuple[float, float, float, float]] = {
+    "claude-opus-4": (15.0, 75.0, 1.5, 18.75),
+    "claude-opus-4-5": (5.0, 25.0, 0.5, 6.25),
+    "claude-sonnet-4": (3.0, 15.0, 0.3, 3.75),
+    "claude-haiku-4": (1.0, 5.0, 0.1, 1.25),
+    "claude-3-5-haiku": (0.8, 4.0, 0.08, 1.0),
+    "gpt-4.1": (2.0, 8.0, 0.5, 0.0),
+    "gpt-4.1-mini": (0.4, 1.6, 0.1, 0.0),
+    "gpt-4o": (2.5, 10.0, 1.25, 0.0),
+    "gpt-4o-mini": (0.15, 0.6, 0.075, 0.0),
+    "gpt-5": (1.25, 10.0, 0.125, 0.0),
+    "gpt-5-mini": (0.25, 2.0, 0.025, 0.0),
+}
+
+
+def price_for(model: str) -> tuple[float, float, float, float] | None:
+    """The longest table key that prefixes the model name (``provider:`` stripped)."""
+    name = model.split(":", 1)[-1]
+    best = max((k for k in PRICES if name.startswith(k)), key=len, default=None)
+    return PRICES[best] if best else None
+
+
+def cost_usd(model: str, usage: Usage) -> float:
+    price = price_for(model)
+    if price is None:
+        return 0.0
+    p_in, p_out, p_read, p_write = price
+    return (
+        usage.input_tokens * p_in
+        + usage.output_tokens * p_out
+        + usage.cache_read_tokens * p_read
+        + usage.cache_write_tokens * p_write
+    ) / 1_000_000

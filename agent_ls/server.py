@@ -1,0 +1,621 @@
+"""The language server: the only module (with ``lsp_port``) that speaks LSP.
+
+It keeps the editor's buffers, exposes the ``agent.*`` commands and the "Fix with agent" code
+action, and runs the agent core (imported lazily, so ``initialize`` answers fast) with an
+:class:`~agent_ls.lsp_port.LspEditorPort` per run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import importlib
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Generator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+from pygls.exceptions import (
+    JsonRpcException,
+    JsonRpcInternalError,
+    JsonRpcInvalidParams,
+    JsonRpcRequestCancelled,
+)
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
+
+from agent_ls import __version__
+
+if TYPE_CHECKING:
+    from agent_ls.agent.loop import RunResult
+    from agent_ls.agent.port import Buffer
+    from agent_ls.agent.session import Session
+    from agent_ls.models.base import Model
+    from agent_ls.settings import Settings
+    from agent_ls.tools.registry import ToolRegistry
+    from agent_ls.workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+REQUEST_FAILED = -32803
+_command_params: contextvars.ContextVar[types.ExecuteCommandParams | None] = contextvars.ContextVar(
+    "agent_ls_command_params", default=None
+)
+
+
+class AgentProtocol(LanguageServerProtocol):
+    """Adds what pygls lacks: the client's workDoneToken, and real ``$/cancelRequest``."""
+
+    def __init__(self, server: Any, converter: Any):
+        super().__init__(server, converter)
+        self.running: dict[Any, asyncio.Task[Any]] = {}
+
+    @lsp_method(types.INITIALIZE)
+    def lsp_initialize(
+        self, params: types.InitializeParams
+    ) -> Generator[Any, Any, types.InitializeResult]:
+        result: types.InitializeResult = yield from super().lsp_initialize(params)
+        if result.capabilities.execute_command_provider is not None:
+            result.capabilities.execute_command_provider.work_done_progress = True
+        return result
+
+    @lsp_method(types.WORKSPACE_EXECUTE_COMMAND)
+    def lsp_workspace__execute_command(
+        self, params: types.ExecuteCommandParams
+    ) -> Generator[Any, Any, Any]:
+        _command_params.set(params)
+        return (yield from super().lsp_workspace__execute_command(params))
+
+    def _handle_cancel_notification(self, msg_id: Any) -> None:
+        task = self.running.get(msg_id)
+        if task is not None and not task.done():
+            task.cancel()
+        super()._handle_cancel_notification(msg_id)
+
+
+@dataclass
+class ActiveRun:
+    session_id: str
+    task: asyncio.Task[RunResult]
+    token: str | int | None
+    cancelled: bool = False
+
+
+@dataclass
+class ServerState:
+    settings: Settings | None = None
+    sessions: dict[str, Session] = field(default_factory=dict)
+    current_session: str | None = None
+    runs: dict[str, ActiveRun] = field(default_factory=dict)
+    model: Model | None = None
+    model_spec: str | None = None
+    tools: ToolRegistry | None = None
+    warm_task: asyncio.Task[None] | None = None
+    system_prompts: dict[str, str] = field(default_factory=dict)
+
+
+class AgentServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__(
+            "agent-ls",
+            __version__,
+            text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+            protocol_cls=AgentProtocol,
+        )
+        self.state = ServerState()
+        self.init_options: Any = None
+
+    @property
+    def settings(self) -> Settings:
+        if self.state.settings is None:
+            from agent_ls.settings import parse_settings
+
+            self.state.settings, problems = parse_settings(self.init_options)
+            for problem in problems:
+                self.window_show_message(
+                    types.ShowMessageParams(
+                        type=types.MessageType.Warning, message=f"agent-ls settings: {problem}"
+                    )
+                )
+        return self.state.settings
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        log.error("server error: %s", error)
+
+    # -- workspace & buffers ---------------------------------------------------------------
+
+    def roots(self) -> list[Path]:
+        from agent_ls.lsp_port import uri_to_path
+
+        roots: list[Path] = []
+        for folder in self.workspace.folders.values():
+            path = uri_to_path(folder.uri)
+            if path is not None:
+                roots.append(path)
+        root_path = self.workspace.root_path
+        if not roots and root_path:
+            roots.append(Path(root_path))
+        return roots or [Path.cwd()]
+
+    def agent_workspace(self) -> Workspace:
+        from agent_ls.workspace import Workspace
+
+        return Workspace(self.roots(), buffers=self.open_buffer)
+
+    def display_path(self, path: Path) -> str:
+        return self.agent_workspace().display(path)
+
+    def open_buffer(self, path: Path) -> Buffer | None:
+        from agent_ls.agent.port import Buffer
+        from agent_ls.lsp_port import path_to_uri, uri_to_path
+
+        docs = self.workspace.text_documents
+        doc = docs.get(path_to_uri(path))
+        if doc is None:
+            for uri, candidate in docs.items():
+                if uri_to_path(uri) == path:
+                    doc = candidate
+                    break
+        if doc is None:
+            return None
+        return Buffer(path, doc.source, doc.version)
+
+    def current_text(self, path: Path) -> tuple[str | None, int | None]:
+        """What the editor holds for ``path`` now (the buffer, else the disk)."""
+        buffer = self.open_buffer(path)
+        if buffer is not None:
+            return buffer.text, buffer.version
+        try:
+            return path.read_text(encoding="utf-8"), None
+        except (OSError, UnicodeDecodeError):
+            return None, None
+
+    # -- sessions, model, tools ----------------------------------------------------------------
+
+    def session(self, session_id: str | None, *, create: bool = True) -> Session:
+        from agent_ls.agent.session import Session
+        from agent_ls.agent.store import SessionStore
+        from agent_ls.safety.permissions import Permissions
+
+        state = self.state
+        settings = self.settings
+        store = SessionStore.default()
+        if session_id:
+            found = state.sessions.get(session_id)
+            if found is None and store.exists(session_id):
+                found = Session.load(store, session_id)
+                found.permissions = Permissions(
+                    mode=settings.mode, rules=settings.permissions.model_copy()
+                )
+                state.sessions[found.id] = found
+            if found is None:
+                raise JsonRpcInvalidParams(f"unknown session {session_id!r}")
+            state.current_session = found.id
+            return found
+        if state.current_session and state.current_session in state.sessions:
+            return state.sessions[state.current_session]
+        if not create:
+            raise JsonRpcInvalidParams("there is no session yet")
+        session = Session(
+            permissions=Permissions(mode=settings.mode, rules=settings.permissions.model_copy()),
+            store=store,
+        )
+        state.sessions[session.id] = session
+        state.current_session = session.id
+        return session
+
+    def model(self) -> Model:
+        from agent_ls.models import load_model
+
+        spec = self.settings.resolved_model()
+        if self.state.model is None or self.state.model_spec != spec:
+            self.state.model = load_model(spec)
+            self.state.model_spec = spec
+        return self.state.model
+
+    def tools(self) -> ToolRegistry:
+        if self.state.tools is None:
+            from agent_ls.tools.registry import default_tools
+
+            self.state.tools = default_tools()
+        return self.state.tools
+
+    async def warm(self) -> None:
+        """Import the agent core and the model SDK off the event loop, after ``initialized``."""
+        try:
+            await asyncio.to_thread(importlib.import_module, "agent_ls.agent.loop")
+            await asyncio.to_thread(self.tools().specs)
+            spec = self.settings.resolved_model()
+            provider = spec.partition(":")[0]
+            if provider in ("anthropic", "openai"):
+                await asyncio.to_thread(importlib.import_module, provider)
+            await self.model().warm()
+        except Exception as exc:  # the first ask reports it properly
+            log.info("warm-up failed: %s", exc)
+
+
+server = AgentServer()
+
+
+# -- lifecycle and documents -----------------------------------------------------------------
+
+
+@server.feature(types.INITIALIZE)
+def on_initialize(ls: AgentServer, params: types.InitializeParams) -> None:
+    ls.init_options = params.initialization_options
+    ls.state.settings = None
+
+
+@server.feature(types.INITIALIZED)
+def on_initialized(ls: AgentServer, params: types.InitializedParams) -> None:
+    ls.state.warm_task = asyncio.ensure_future(ls.warm())
+
+
+@server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+async def on_configuration(ls: AgentServer, params: types.DidChangeConfigurationParams) -> None:
+    from agent_ls.settings import parse_settings
+
+    raw = params.settings
+    if isinstance(raw, dict) and isinstance(raw.get("agent"), dict):
+        raw = raw["agent"]
+    elif not isinstance(raw, dict) or not raw:
+        try:
+            answer = await asyncio.wait_for(
+                ls.workspace_configuration_async(
+                    types.ConfigurationParams(items=[types.ConfigurationItem(section="agent")])
+                ),
+                ls.settings.client_request_timeout,
+            )
+        except (JsonRpcException, TimeoutError):
+            return
+        raw = answer[0] if answer else None
+    if isinstance(raw, dict):
+        ls.init_options = raw
+        ls.state.settings = None
+        _settings, problems = parse_settings(raw)
+        for problem in problems:
+            ls.window_show_message(
+                types.ShowMessageParams(
+                    type=types.MessageType.Warning, message=f"agent-ls settings: {problem}"
+                )
+            )
+
+
+@server.feature(
+    types.TEXT_DOCUMENT_CODE_ACTION,
+    types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]),
+)
+def on_code_action(ls: AgentServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+    diagnostics = list(params.context.diagnostics or [])
+    if not diagnostics:
+        return []
+    first = diagnostics[0].message.strip().splitlines()[0] if diagnostics[0].message else ""
+    title = f"Fix with agent: {first[:60]}" + ("…" if len(first) > 60 else "")
+    if len(diagnostics) > 1:
+        title = f"Fix {len(diagnostics)} problems with agent"
+    converter = ls.protocol._converter
+    argument = {
+        "uri": params.text_document.uri,
+        "range": converter.unstructure(params.range),
+        "diagnostics": [converter.unstructure(d) for d in diagnostics],
+    }
+    return [
+        types.CodeAction(
+            title=title,
+            kind=types.CodeActionKind.QuickFix,
+            diagnostics=diagnostics,
+            command=types.Command(title=title, command="agent.fix", arguments=[argument]),
+        )
+    ]
+
+
+# -- commands ----------------------------------------------------------------------------------
+
+CommandHandler = Callable[[AgentServer, dict[str, Any]], Awaitable[Any]]
+
+
+def command(name: str) -> Callable[[CommandHandler], CommandHandler]:
+    """Register an ``agent.*`` command taking one JSON object, with clean errors."""
+
+    def decorate(handler: CommandHandler) -> CommandHandler:
+        @functools.wraps(handler)
+        async def wrapper(ls: AgentServer, *args: Any) -> Any:
+            from pydantic import ValidationError
+
+            if len(args) > 1:
+                raise JsonRpcInvalidParams(f"{name} takes one object argument, got {len(args)}")
+            raw = args[0] if args else {}
+            if raw is None:
+                raw = {}
+            if not isinstance(raw, dict):
+                raise JsonRpcInvalidParams(
+                    f"{name} takes one JSON object argument, got {type(raw).__name__}"
+                )
+            try:
+                return await handler(ls, raw)
+            except ValidationError as exc:
+                problems = "; ".join(
+                    f"{'.'.join(str(p) for p in e['loc']) or 'argument'}: {e['msg']}"
+                    for e in exc.errors()[:5]
+                )
+                raise JsonRpcInvalidParams(f"invalid {name} argument: {problems}") from None
+            except (JsonRpcException, asyncio.CancelledError):
+                raise
+            except Exception as exc:
+                log.exception("%s failed", name)
+                raise JsonRpcInternalError(f"{name} failed: {type(exc).__name__}: {exc}") from None
+
+        server.command(name)(wrapper)
+        return handler
+
+    return decorate
+
+
+@command("agent.ask")
+async def cmd_ask(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
+    from agent_ls.protocol import AskParams
+
+    params = AskParams.model_validate(raw)
+    session = ls.session(params.session_id)
+    prompt = params.prompt
+    if params.uri:
+        prompt = _with_selection(ls, params.uri, raw.get("range")) + "\n\n" + prompt
+    return await run_agent(ls, session, prompt, title="Agent")
+
+
+@command("agent.fix")
+async def cmd_fix(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
+    from agent_ls.agent.prompt import fix_prompt
+    from agent_ls.lsp_port import uri_to_path
+    from agent_ls.protocol import FixParams
+
+    params = FixParams.model_validate(raw)
+    path = uri_to_path(params.uri)
+    if path is None:
+        raise JsonRpcInvalidParams(f"agent.fix needs a file URI, got {params.uri!r}")
+    session = ls.session(params.session_id)
+    text, _version = ls.current_text(path)
+    prompt = fix_prompt(ls.display_path(path), text, params.diagnostics)
+    return await run_agent(ls, session, prompt, title="Fix with agent")
+
+
+@command("agent.cancel")
+async def cmd_cancel(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
+    from agent_ls.protocol import SessionParams
+
+    params = SessionParams.model_validate(raw)
+    ids = [params.session_id] if params.session_id else list(ls.state.runs)
+    cancelled = False
+    for sid in ids:
+        run = ls.state.runs.get(sid or "")
+        if run is not None and not run.task.done():
+            run.cancelled = True
+            run.task.cancel()
+            cancelled = True
+    return {"cancelled": cancelled}
+
+
+@command("agent.status")
+async def cmd_status(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
+    state = ls.state
+    current = state.sessions.get(state.current_session or "")
+    settings = ls.settings
+    return {
+        "version": __version__,
+        "model": settings.resolved_model(),
+        "mode": current.permissions.mode if current else settings.mode,
+        "sessionId": current.id if current else None,
+        "running": [sid for sid, run in state.runs.items() if not run.task.done()],
+        "sessions": len(state.sessions),
+        "usage": current.usage.to_contract() if current else None,
+        "costUsd": round(current.cost_usd, 6) if current else 0.0,
+        "grants": list(current.permissions.grants) if current else [],
+        "workspace": [str(p) for p in ls.roots()],
+    }
+
+
+@command("agent.newSession")
+async def cmd_new_session(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
+    ls.state.current_session = None
+    session = ls.session(None)
+    return {"sessionId": session.id}
+
+
+@command("agent.sessions")
+async def cmd_sessions(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
+    from agent_ls.agent.store import SessionStore
+
+    live = {
+        s.id: {
+            "sessionId": s.id,
+            "title": s.title,
+            "turns": sum(1 for m in s.history if m.role == "assistant"),
+            "costUsd": round(s.cost_usd, 6),
+            "current": s.id == ls.state.current_session,
+            "loaded": True,
+        }
+        for s in ls.state.sessions.values()
+    }
+    saved = await asyncio.to_thread(SessionStore.default().list)
+    rows = list(live.values())
+    for row in saved:
+        if row["sessionId"] in live:
+            live[row["sessionId"]]["updated"] = row["updated"]
+        else:
+            rows.append({**row, "current": False, "loaded": False})
+    return {"sessions": rows}
+
+
+@command("agent.resume")
+async def cmd_resume(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
+    from agent_ls.protocol import ResumeParams
+
+    params = ResumeParams.model_validate(raw)
+    session = ls.session(params.session_id)
+    return {"sessionId": session.id, "title": session.title}
+
+
+@command("agent.compact")
+async def cmd_compact(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
+    from agent_ls.protocol import SessionParams
+
+    params = SessionParams.model_validate(raw)
+    session = ls.session(params.session_id)
+    return {"sessionId": session.id, "compacted": False, "reason": "compaction is not built yet"}
+
+
+@command("agent.setMode")
+async def cmd_set_mode(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
+    from agent_ls.protocol import SetModeParams
+
+    params = SetModeParams.model_validate(raw)
+    session = ls.session(params.session_id)
+    session.permissions.mode = params.mode
+    ls.protocol.notify(
+        "agent/update",
+        {
+            "sessionId": session.id,
+            "update": {"sessionUpdate": "current_mode_update", "currentModeId": params.mode},
+        },
+    )
+    return {"sessionId": session.id, "mode": params.mode}
+
+
+@command("agent.clearGrants")
+async def cmd_clear_grants(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
+    from agent_ls.protocol import SessionParams
+
+    params = SessionParams.model_validate(raw)
+    session = ls.session(params.session_id)
+    cleared = len(session.permissions.grants)
+    session.permissions.clear_grants()
+    return {"sessionId": session.id, "cleared": cleared}
+
+
+@server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
+def on_progress_cancel(ls: AgentServer, params: types.WorkDoneProgressCancelParams) -> None:
+    for run in ls.state.runs.values():
+        if run.token == params.token and not run.task.done():
+            run.cancelled = True
+            run.task.cancel()
+
+
+# -- running the agent --------------------------------------------------------------------------
+
+
+def _with_selection(ls: AgentServer, uri: str, rng: Any) -> str:
+    from agent_ls.agent.prompt import selection_context
+    from agent_ls.lsp_port import uri_to_path
+
+    path = uri_to_path(uri)
+    if path is None:
+        return f"The user is looking at {uri} in the editor."
+    text, _ = ls.current_text(path)
+    return selection_context(ls.display_path(path), text, rng if isinstance(rng, dict) else None)
+
+
+async def _begin_progress(ls: AgentServer, title: str, message: str) -> str | int | None:
+    params = _command_params.get()
+    token = params.work_done_token if params is not None else None
+    caps = ls.client_capabilities
+    if token is None:
+        if not (caps.window and caps.window.work_done_progress):
+            return None
+        token = f"agent-ls/{uuid.uuid4()}"
+        try:
+            await asyncio.wait_for(
+                ls.work_done_progress.create_async(token), ls.settings.client_request_timeout
+            )
+        except (JsonRpcException, TimeoutError):
+            return None
+    ls.work_done_progress.begin(
+        token, types.WorkDoneProgressBegin(title=title, cancellable=True, message=message[:100])
+    )
+    return token
+
+
+def _end_progress(ls: AgentServer, token: str | int | None, message: str) -> None:
+    if token is None:
+        return
+    ls.work_done_progress.end(token, types.WorkDoneProgressEnd(message=message))
+    ls.work_done_progress.tokens.pop(token, None)
+
+
+def _summary(result: RunResult) -> str:
+    if result.stop_reason == "error":
+        return f"Failed: {result.error}"
+    if result.stop_reason == "cancelled":
+        return "Cancelled"
+    tokens = result.usage.input_tokens + result.usage.output_tokens
+    cost = f", ${result.cost_usd:.4f}" if result.cost_usd else ""
+    return f"Done ({result.stop_reason}, {tokens} tokens{cost})"
+
+
+async def run_agent(
+    ls: AgentServer, session: Session, prompt: str, *, title: str
+) -> dict[str, Any]:
+    """Run one ask in ``session`` with progress, streaming and every cancel path."""
+    from agent_ls.agent.loop import AgentLoop, RunResult
+    from agent_ls.agent.prompt import build_system_prompt
+    from agent_ls.lsp_port import LspEditorPort
+
+    existing = ls.state.runs.get(session.id)
+    if existing is not None and not existing.task.done():
+        raise JsonRpcException(
+            f"session {session.id} is already running; cancel it (agent.cancel) or wait",
+            REQUEST_FAILED,
+        )
+    token = await _begin_progress(ls, title, prompt.strip().splitlines()[0] if prompt else title)
+    port = LspEditorPort(ls, session.id, token)
+    workspace = ls.agent_workspace()
+    try:
+        if ls.state.warm_task is not None and not ls.state.warm_task.done():
+            port.progress("starting model client")
+            await ls.state.warm_task
+        model = ls.model()
+    except Exception as exc:
+        result = RunResult(session.id, "error", "", error=str(exc))
+        _end_progress(ls, token, _summary(result))
+        return result.to_contract()
+    if session.id not in ls.state.system_prompts:
+        ls.state.system_prompts[session.id] = build_system_prompt(workspace.root)
+    loop = AgentLoop(
+        session=session,
+        model=model,
+        tools=ls.tools(),
+        workspace=workspace,
+        port=port,
+        settings=ls.settings,
+        system_prompt=ls.state.system_prompts[session.id],
+    )
+    task = asyncio.ensure_future(loop.run(prompt))
+    run = ActiveRun(session.id, task, token)
+    ls.state.runs[session.id] = run
+    protocol: AgentProtocol = ls.protocol  # type: ignore[assignment]
+    msg_id = protocol.msg_id
+    outer = asyncio.current_task()
+    if msg_id is not None and outer is not None:
+        protocol.running[msg_id] = outer
+    try:
+        result = await asyncio.shield(task)
+    except asyncio.CancelledError:
+        # $/cancelRequest (or the client going away): stop the run, then answer -32800.
+        task.cancel()
+        try:
+            result = await task
+        except asyncio.CancelledError:
+            result = RunResult(session.id, "cancelled", "")
+        _end_progress(ls, token, _summary(result))
+        raise JsonRpcRequestCancelled("the request was cancelled") from None
+    finally:
+        if msg_id is not None:
+            protocol.running.pop(msg_id, None)
+        if ls.state.runs.get(session.id) is run:
+            ls.state.runs.pop(session.id, None)
+    _end_progress(ls, token, _summary(result))
+    return result.to_contract()

@@ -1,0 +1,60 @@
+"""User settings: ``initializationOptions`` / ``workspace/configuration`` section ``agent``.
+
+Unknown keys are ignored and bad values are reported and replaced by defaults, so a typo in
+an editor's settings never stops the server.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+Mode = Literal["default", "acceptEdits", "plan", "bypassPermissions"]
+MODES: tuple[Mode, ...] = ("default", "acceptEdits", "plan", "bypassPermissions")
+
+
+class PermissionRules(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    allow: list[str] = Field(default_factory=list)
+    ask: list[str] = Field(default_factory=list)
+    deny: list[str] = Field(default_factory=list)
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    model: str | None = None
+    mode: Mode = "default"
+    follow_agent: bool = Field(default=False, alias="followAgent")
+    max_turns: int = Field(default=50, alias="maxTurns", ge=1, le=1000)
+    max_tokens: int = Field(default=8192, alias="maxTokens", ge=256, le=128_000)
+    shell_timeout_ms: int = Field(default=120_000, alias="shellTimeoutMs", ge=1000, le=600_000)
+    client_request_timeout: float = Field(default=5.0, alias="clientRequestTimeout", gt=0, le=600)
+    edit_confirm_timeout: float = Field(default=600.0, alias="editConfirmTimeout", gt=0)
+    permissions: PermissionRules = Field(default_factory=PermissionRules)
+
+    def resolved_model(self) -> str:
+        from agent_ls.models import DEFAULT_MODEL
+
+        return self.model or os.environ.get("AGENT_LS_MODEL") or DEFAULT_MODEL
+
+
+def parse_settings(raw: Any) -> tuple[Settings, list[str]]:
+    """Settings from untrusted JSON; returns the settings and the problems found."""
+    if raw is None:
+        return Settings(), []
+    if not isinstance(raw, dict):
+        return Settings(), [f"agent settings must be an object, got {type(raw).__name__}"]
+    try:
+        return Settings.model_validate(raw), []
+    except ValidationError as exc:
+        problems = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:10]]
+        bad = {str(e["loc"][0]) for e in exc.errors() if e["loc"]}
+        cleaned = {k: v for k, v in raw.items() if k not in bad}
+        try:
+            return Settings.model_validate(cleaned), problems
+        except ValidationError:
+            return Settings(), problems

@@ -1,0 +1,169 @@
+"""edit_file and write_file: changes proposed to the editor, never written behind its back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from agent_ls.agent.port import EditOutcome, EditProposal
+from agent_ls.edits import EditError, Hunk, diff_hunks, plan_replacement, unified_diff
+from agent_ls.tools.access import authorize_path
+from agent_ls.tools.registry import Tool, ToolContext, ToolResult
+from agent_ls.workspace import FileProblem
+
+
+class EditFileInput(BaseModel):
+    file_path: str = Field(description="Path relative to the workspace root, or absolute.")
+    old_string: str = Field(description="Exact text to replace, as shown by read_file.")
+    new_string: str = Field(description="The text to put in its place.")
+    replace_all: bool = Field(default=False, description="Replace every occurrence.")
+
+
+class WriteFileInput(BaseModel):
+    file_path: str = Field(description="Path relative to the workspace root, or absolute.")
+    content: str = Field(description="The complete new content of the file.")
+
+
+def _diff_display(path: Path, old_text: str | None, new_text: str) -> list[dict[str, Any]]:
+    return [{"type": "diff", "path": str(path), "oldText": old_text, "newText": new_text}]
+
+
+async def _propose(
+    ctx: ToolContext,
+    tool: str,
+    path: Path,
+    old_text: str | None,
+    new_text: str,
+    hunks: list[Hunk],
+    version: int | None,
+) -> ToolResult:
+    shown = ctx.workspace.display(path)
+    display = _diff_display(path, old_text, new_text)
+    ctx.port.update(
+        ctx.session_id,
+        {"sessionUpdate": "tool_call_update", "toolCallId": ctx.tool_call_id, "content": display},
+    )
+    accept = ctx.permissions.mode in ("acceptEdits", "bypassPermissions")
+    proposal = EditProposal(
+        path=path,
+        old_text=old_text,
+        new_text=new_text,
+        hunks=hunks,
+        version=version,
+        label=f"agent: {tool} {shown}",
+        needs_confirmation=not accept,
+    )
+    outcome = await ctx.port.propose_edit(proposal)
+    return _report(ctx, path, shown, proposal, outcome)
+
+
+def _report(
+    ctx: ToolContext,
+    path: Path,
+    shown: str,
+    proposal: EditProposal,
+    outcome: EditOutcome,
+) -> ToolResult:
+    total = len(proposal.hunks)
+    if outcome.final_text is not None:
+        ctx.read_state.record_text(path, outcome.final_text, outcome.final_version)
+    if outcome.status == "applied":
+        ctx.edited_paths.add(path)
+        verb = "Created" if proposal.old_text is None else "Edited"
+        diff = unified_diff(shown, proposal.old_text or "", proposal.new_text)
+        return ToolResult(
+            f"{verb} {shown} ({total} hunk{'s' if total != 1 else ''} applied).",
+            raw_output={"status": "applied", "diff": diff},
+        )
+    if outcome.status == "partial":
+        ctx.edited_paths.add(path)
+        landed = ", ".join(str(i + 1) for i in outcome.landed) or "none"
+        return ToolResult(
+            f"The user accepted only part of the edit to {shown}: hunks {landed} of {total} "
+            "landed, the others were rejected. Read the file again to see what it holds now.",
+            raw_output={"status": "partial", "landed": outcome.landed},
+        )
+    if outcome.status == "rejected":
+        return ToolResult(
+            f"The user rejected this edit to {shown}; the file is unchanged."
+            + (f" ({outcome.reason})" if outcome.reason else "")
+            + " Do not retry the same change; ask the user what they want instead.",
+            raw_output={"status": "rejected"},
+        )
+    return ToolResult(
+        f"The edit to {shown} could not be applied: {outcome.reason or 'the editor refused it'}.",
+        is_error=True,
+        raw_output={"status": "failed", "reason": outcome.reason},
+    )
+
+
+class EditFile(Tool[EditFileInput]):
+    name = "edit_file"
+    input_model = EditFileInput
+    kind = "edit"
+
+    def title(self, args: EditFileInput) -> str:
+        return f"Edit {args.file_path}"
+
+    def locations(self, args: EditFileInput, ctx: ToolContext) -> list[dict[str, Any]]:
+        return [{"path": str(ctx.workspace.resolve(args.file_path))}]
+
+    async def run(self, args: EditFileInput, ctx: ToolContext) -> ToolResult:
+        path = ctx.workspace.resolve(args.file_path)
+        if not ctx.workspace.exists(path):
+            return ToolResult(
+                f"{args.file_path} does not exist: use write_file to create it.", is_error=True
+            )
+        refusal = await authorize_path(ctx, self.name, path, write=True)
+        if refusal:
+            return ToolResult(refusal, is_error=True)
+        view = ctx.workspace.view(path)
+        stale = ctx.read_state.check(view)
+        if stale:
+            return ToolResult(f"Cannot edit {args.file_path}: {stale}", is_error=True)
+        try:
+            new_text, hunks = plan_replacement(
+                view.text, args.old_string, args.new_string, replace_all=args.replace_all
+            )
+        except EditError as exc:
+            return ToolResult(f"Cannot edit {args.file_path}: {exc}", is_error=True)
+        return await _propose(ctx, self.name, path, view.text, new_text, hunks, view.version)
+
+
+class WriteFile(Tool[WriteFileInput]):
+    name = "write_file"
+    input_model = WriteFileInput
+    kind = "edit"
+
+    def title(self, args: WriteFileInput) -> str:
+        return f"Write {args.file_path}"
+
+    def locations(self, args: WriteFileInput, ctx: ToolContext) -> list[dict[str, Any]]:
+        return [{"path": str(ctx.workspace.resolve(args.file_path))}]
+
+    async def run(self, args: WriteFileInput, ctx: ToolContext) -> ToolResult:
+        path = ctx.workspace.resolve(args.file_path)
+        if path.is_dir():
+            return ToolResult(f"{args.file_path} is a directory.", is_error=True)
+        refusal = await authorize_path(ctx, self.name, path, write=True)
+        if refusal:
+            return ToolResult(refusal, is_error=True)
+        if not ctx.workspace.exists(path):
+            hunks = [Hunk(0, 0, args.content)]
+            return await _propose(ctx, self.name, path, None, args.content, hunks, None)
+        try:
+            view = ctx.workspace.view(path)
+        except FileProblem as exc:
+            return ToolResult(f"Cannot overwrite {args.file_path}: {exc}", is_error=True)
+        stale = ctx.read_state.check(view)
+        if stale:
+            return ToolResult(f"Cannot overwrite {args.file_path}: {stale}", is_error=True)
+        content = args.content
+        if "\r\n" in view.text and "\r" not in content:
+            content = content.replace("\n", "\r\n")
+        if content == view.text:
+            return ToolResult(f"{args.file_path} already holds exactly this content.")
+        hunks = diff_hunks(view.text, content)
+        return await _propose(ctx, self.name, path, view.text, content, hunks, view.version)

@@ -1,0 +1,76 @@
+"""read_file: numbered lines from the editor's view of a file."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from agent_ls.tools.access import authorize_path
+from agent_ls.tools.registry import Tool, ToolContext, ToolResult
+
+DEFAULT_LIMIT = 2000
+LINE_CHAR_CAP = 2000
+
+
+class ReadFileInput(BaseModel):
+    file_path: str = Field(description="Path relative to the workspace root, or absolute.")
+    offset: int | None = Field(
+        default=None, ge=1, description="First line number to show (1-based)."
+    )
+    limit: int | None = Field(default=None, ge=1, description="Number of lines to show.")
+
+
+def number_lines(text: str, offset: int, limit: int) -> tuple[str, int]:
+    """Lines ``offset``..``offset+limit-1`` numbered from 1, without ``\\r``; and the total."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    total = len(lines)
+    shown = []
+    for number in range(offset, min(total, offset + limit - 1) + 1):
+        line = lines[number - 1].rstrip("\r")
+        if len(line) > LINE_CHAR_CAP:
+            line = line[:LINE_CHAR_CAP] + f" [... {len(line) - LINE_CHAR_CAP} more characters]"
+        shown.append(f"{number:>6}\t{line}")
+    return "\n".join(shown), total
+
+
+class ReadFile(Tool[ReadFileInput]):
+    name = "read_file"
+    input_model = ReadFileInput
+    kind = "read"
+    read_only = True
+    concurrency_safe = True
+
+    def title(self, args: ReadFileInput) -> str:
+        return f"Read {args.file_path}"
+
+    def locations(self, args: ReadFileInput, ctx: ToolContext) -> list[dict[str, Any]]:
+        return [{"path": str(ctx.workspace.resolve(args.file_path)), "line": args.offset or 1}]
+
+    async def run(self, args: ReadFileInput, ctx: ToolContext) -> ToolResult:
+        path = ctx.workspace.resolve(args.file_path)
+        refusal = await authorize_path(ctx, self.name, path, write=False)
+        if refusal:
+            return ToolResult(refusal, is_error=True)
+        view = ctx.workspace.view(path)
+        ctx.read_state.record(view)
+        offset = args.offset or 1
+        limit = args.limit or DEFAULT_LIMIT
+        body, total = number_lines(view.text, offset, limit)
+        shown = ctx.workspace.display(path)
+        if total == 0:
+            return ToolResult(f"{shown} is empty.")
+        if offset > total:
+            return ToolResult(
+                f"{shown} has only {total} lines; offset {offset} is past the end.", is_error=True
+            )
+        last = min(total, offset + limit - 1)
+        notes = []
+        if view.from_buffer:
+            notes.append("as open in the editor, including unsaved changes")
+        if offset > 1 or last < total:
+            notes.append(f"lines {offset}-{last} of {total}; use offset/limit for more")
+        header = f"{shown}" + (f" ({'; '.join(notes)})" if notes else "")
+        return ToolResult(f"{header}\n{body}")
