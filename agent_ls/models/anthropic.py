@@ -1,0 +1,358 @@
+"""The Anthropic Messages API as a :class:`~agent_ls.models.base.Model`.
+
+Streams one turn with ``AsyncAnthropic.messages.stream``, translates our provider-neutral
+history to the wire format (assistant blocks echoed exactly, thinking signatures included),
+puts prompt-cache breakpoints so that each request extends the previous one, and turns every
+failure into a :class:`ModelError` that says whether retrying may help. The SDK retries nothing
+(``max_retries=0``): the agent loop owns retries. ``anthropic`` is imported lazily because it
+takes over a second to import and the language server must start fast.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import email.utils
+import importlib
+import os
+import time
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from agent_ls.agent.messages import (
+    Block,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolUseBlock,
+    Usage,
+)
+from agent_ls.models.base import (
+    ModelError,
+    ModelEvent,
+    ModelRequest,
+    TextDelta,
+    ThinkingDelta,
+    ToolInputDelta,
+    ToolUseStart,
+    TurnComplete,
+)
+
+if TYPE_CHECKING:
+    import anthropic
+
+DEFAULT_CONTEXT_WINDOW = 200_000
+_STOP_REASONS = {"end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal"}
+_FATAL_ERROR_TYPES = {
+    "invalid_request_error",
+    "authentication_error",
+    "permission_error",
+    "not_found_error",
+    "billing_error",
+    "request_too_large",
+}
+
+
+def _cache() -> dict[str, str]:
+    return {"type": "ephemeral"}
+
+
+class AnthropicModel:
+    """``anthropic:<model>``. ``api_key``/``base_url`` default to the SDK's environment lookup."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        context_window: int = DEFAULT_CONTEXT_WINDOW,
+    ) -> None:
+        self._model = model
+        self._api_key = api_key
+        self._base_url = base_url
+        self._context_window = context_window
+        self._client: anthropic.AsyncAnthropic | None = None
+
+    @property
+    def name(self) -> str:
+        return f"anthropic:{self._model}"
+
+    @property
+    def context_window(self) -> int:
+        return self._context_window
+
+    def _key(self) -> str | None:
+        """The API key to pass the SDK; raises if no credential is configured at all."""
+        key = self._api_key or os.environ.get("ANTHROPIC_API_KEY")
+        if not key and not os.environ.get("ANTHROPIC_AUTH_TOKEN"):
+            raise ModelError("ANTHROPIC_API_KEY is not set", retryable=False)
+        return key or None
+
+    async def warm(self) -> None:
+        """Import the SDK off the event loop, then build the client if a key is configured."""
+        if self._client is not None:
+            return
+        await asyncio.to_thread(importlib.import_module, "anthropic")
+        with contextlib.suppress(ModelError):  # stream() reports it, where the loop shows it
+            self._make_client()
+
+    def _make_client(self) -> anthropic.AsyncAnthropic:
+        if self._client is None:
+            key = self._key()
+            import anthropic
+
+            self._client = anthropic.AsyncAnthropic(
+                api_key=key, base_url=self._base_url, max_retries=0
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the HTTP client and its pooled connections (the model can be used again)."""
+        client, self._client = self._client, None
+        if client is not None:
+            await client.close()
+
+    def request_params(self, request: ModelRequest) -> dict[str, Any]:
+        """The keyword arguments of ``messages.stream`` for ``request``, cache breakpoints set."""
+        params: dict[str, Any] = {
+            "model": self._model,
+            "max_tokens": request.max_tokens,
+            "messages": messages_to_wire(request.messages),
+        }
+        if request.system:
+            params["system"] = [{"type": "text", "text": request.system, "cache_control": _cache()}]
+        if request.tools:
+            tools: list[dict[str, Any]] = [
+                {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+                for t in request.tools
+            ]
+            tools[-1]["cache_control"] = _cache()
+            params["tools"] = tools
+        return params
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        self._key()  # fail before any request when no credential is configured
+        if self._client is None:
+            await self.warm()
+        client = self._make_client()
+        import anthropic
+        import httpx2
+
+        params = self.request_params(request)
+        tool_ids: dict[int, str] = {}
+        final: Any = None
+        try:
+            async with client.messages.stream(**params) as events:
+                async for event in events:
+                    translated = _translate(event, tool_ids)
+                    if translated is not None:
+                        yield translated
+                    elif event.type == "message_stop":
+                        final = event.message
+        except anthropic.APIStatusError as exc:
+            raise status_error(exc, self._model) from exc
+        except anthropic.APIConnectionError as exc:
+            cause = type(exc.__cause__ or exc).__name__
+            raise ModelError(
+                f"cannot reach the Anthropic API ({cause}): {exc}", retryable=True
+            ) from exc
+        except httpx2.TransportError as exc:
+            raise ModelError(
+                f"the Anthropic stream was cut before the turn completed ({type(exc).__name__})",
+                retryable=True,
+            ) from exc
+        except anthropic.AnthropicError as exc:
+            raise ModelError(f"Anthropic client error: {exc}", retryable=False) from exc
+        except ValueError as exc:  # the SDK could not parse streamed tool input JSON
+            raise ModelError(
+                f"malformed stream from the Anthropic API: {exc}", retryable=True
+            ) from exc
+        if final is None:
+            raise ModelError("the Anthropic stream ended before the turn completed", retryable=True)
+        yield complete_turn(final)
+
+
+# --- events and the final message --------------------------------------------------------
+
+
+def _translate(event: Any, tool_ids: dict[int, str]) -> ModelEvent | None:
+    """Map a raw stream event to ours; the SDK's derived events (``text``...) are skipped."""
+    if event.type == "content_block_start":
+        block = event.content_block
+        if block.type == "tool_use":
+            tool_ids[event.index] = block.id
+            return ToolUseStart(id=block.id, name=block.name)
+    elif event.type == "content_block_delta":
+        delta = event.delta
+        if delta.type == "text_delta" and delta.text:
+            return TextDelta(delta.text)
+        if delta.type == "thinking_delta" and delta.thinking:
+            return ThinkingDelta(delta.thinking)
+        if delta.type == "input_json_delta" and delta.partial_json and event.index in tool_ids:
+            return ToolInputDelta(id=tool_ids[event.index], partial_json=delta.partial_json)
+    return None
+
+
+def complete_turn(message: Any) -> TurnComplete:
+    """Our :class:`TurnComplete` for the SDK's final ``Message`` snapshot."""
+    blocks: list[Block] = []
+    for b in message.content:
+        if b.type == "text":
+            blocks.append(TextBlock(b.text))
+        elif b.type == "thinking":
+            blocks.append(ThinkingBlock(thinking=b.thinking, signature=b.signature or ""))
+        elif b.type == "redacted_thinking":
+            blocks.append(ThinkingBlock(thinking="", redacted_data=b.data))
+        elif b.type == "tool_use":
+            tool_input = b.input if isinstance(b.input, dict) else {"_raw_arguments": str(b.input)}
+            blocks.append(ToolUseBlock(id=b.id, name=b.name, input=dict(tool_input)))
+    has_tools = any(isinstance(b, ToolUseBlock) for b in blocks)
+    u = message.usage
+    usage = Usage(
+        input_tokens=u.input_tokens or 0,
+        output_tokens=u.output_tokens or 0,
+        cache_read_tokens=u.cache_read_input_tokens or 0,
+        cache_write_tokens=u.cache_creation_input_tokens or 0,
+    )
+    return TurnComplete(
+        message=Message(role="assistant", content=blocks),
+        stop_reason=normalize_stop_reason(message.stop_reason, has_tools),
+        usage=usage,
+    )
+
+
+def normalize_stop_reason(reason: str | None, has_tools: bool) -> str:
+    if reason in _STOP_REASONS:
+        return reason
+    if reason == "model_context_window_exceeded":
+        return "max_tokens"
+    return "tool_use" if has_tools else "end_turn"
+
+
+# --- history → wire ----------------------------------------------------------------------
+
+
+def block_to_wire(block: Block) -> dict[str, Any] | None:
+    """One history block as an API content block (``None``: not sendable, e.g. empty text)."""
+    if isinstance(block, TextBlock):
+        return {"type": "text", "text": block.text} if block.text else None
+    if isinstance(block, ThinkingBlock):
+        if block.redacted_data is not None:
+            return {"type": "redacted_thinking", "data": block.redacted_data}
+        if not block.signature:
+            return None  # thinking from another provider: the API would reject it unsigned
+        return {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
+    if isinstance(block, ToolUseBlock):
+        return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+    wire: dict[str, Any] = {
+        "type": "tool_result",
+        "tool_use_id": block.tool_use_id,
+        "content": block.content,
+    }
+    if block.is_error:
+        wire["is_error"] = True
+    return wire
+
+
+def messages_to_wire(messages: list[Message]) -> list[dict[str, Any]]:
+    """The API ``messages`` list, with prompt-cache breakpoints.
+
+    Consecutive messages of one role are merged and a user message's tool results come first,
+    as the API requires. Breakpoints go on the last block of the last message and of the
+    user message before it (where the previous request put its breakpoint, so the cache is
+    found however many blocks the last turn added).
+    """
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        content = [w for b in message.content if (w := block_to_wire(b)) is not None]
+        if not content:
+            continue
+        if out and out[-1]["role"] == message.role:
+            out[-1]["content"].extend(content)
+        else:
+            out.append({"role": message.role, "content": content})
+    for wire in out:
+        if wire["role"] == "user":
+            blocks = wire["content"]
+            wire["content"] = [b for b in blocks if b["type"] == "tool_result"] + [
+                b for b in blocks if b["type"] != "tool_result"
+            ]
+    if out:
+        _mark_cache(out[-1])
+        earlier_users = [m for m in out[:-1] if m["role"] == "user"]
+        if earlier_users:
+            _mark_cache(earlier_users[-1])
+    return out
+
+
+def _mark_cache(message: dict[str, Any]) -> None:
+    for block in reversed(message["content"]):
+        if block["type"] not in ("thinking", "redacted_thinking"):
+            block["cache_control"] = _cache()
+            return
+
+
+# --- errors ------------------------------------------------------------------------------
+
+
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """``retry-after-ms`` / ``retry-after`` (seconds or an HTTP date) as seconds."""
+    try:
+        ms = headers.get("retry-after-ms")
+        if ms:
+            return max(0.0, float(ms) / 1000)
+    except ValueError:
+        pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def status_error(exc: anthropic.APIStatusError, model: str) -> ModelError:
+    """Classify an HTTP (or mid-stream ``error`` event) failure."""
+    status = exc.status_code
+    headers = exc.response.headers
+    detail = exc.api_message or str(exc.body or exc)
+    retry_after = retry_after_seconds(headers)
+    if status == 200:  # an `error` event inside a 200 stream
+        kind = exc.type or "api_error"
+        retryable = kind not in _FATAL_ERROR_TYPES
+        message = f"Anthropic API error mid-stream ({kind}): {detail}"
+    elif status == 401:
+        retryable = False
+        message = f"ANTHROPIC_API_KEY is not set or invalid (401): {detail}"
+    elif status == 403:
+        retryable = False
+        message = f"the Anthropic API key may not use this model or endpoint (403): {detail}"
+    elif status == 404:
+        retryable = False
+        message = (
+            f"model not found: {model} (404) — check the model name and ANTHROPIC_BASE_URL: "
+            f"{detail}"
+        )
+    elif status == 429:
+        retryable = True
+        message = f"Anthropic API rate limit reached (429): {detail}"
+    elif status == 529:
+        retryable = True
+        message = f"Anthropic API overloaded (529): {detail}"
+    elif status in (408, 409) or status >= 500:
+        retryable = True
+        message = f"Anthropic API error ({status}): {detail}"
+    else:
+        retryable = False
+        message = f"the Anthropic API rejected the request ({status}): {detail}"
+    should_retry = headers.get("x-should-retry")
+    if should_retry in ("true", "false"):
+        retryable = should_retry == "true"
+    return ModelError(message, retryable=retryable, retry_after=retry_after)

@@ -1,0 +1,398 @@
+"""OpenAI Chat Completions (and OpenAI-compatible local servers) as a :class:`Model`.
+
+Streams with ``stream=True, stream_options={"include_usage": True}``, merges tool-call
+fragments by index, maps ``finish_reason`` onto the Anthropic vocabulary the loop speaks, and
+turns failures into :class:`ModelError`. ``OPENAI_API_KEY``/``OPENAI_BASE_URL`` are honoured;
+a local server (``OPENAI_BASE_URL`` set) may go without a key. The SDK retries nothing
+(``max_retries=0``) and is imported lazily.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import email.utils
+import importlib
+import json
+import os
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from agent_ls.agent.messages import (
+    Block,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    Usage,
+)
+from agent_ls.models.base import (
+    ModelError,
+    ModelEvent,
+    ModelRequest,
+    TextDelta,
+    ThinkingDelta,
+    ToolInputDelta,
+    ToolUseStart,
+    TurnComplete,
+)
+
+if TYPE_CHECKING:
+    import openai
+
+DEFAULT_CONTEXT_WINDOW = 128_000
+PLACEHOLDER_KEY = "not-needed"  # sent to OpenAI-compatible servers that want no key
+RAW_ARGUMENTS = "_raw_arguments"
+_FINISH_REASONS = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "refusal",
+}
+_FATAL_ERROR_TYPES = {"invalid_request_error", "authentication_error", "permission_error"}
+
+
+class OpenAIModel:
+    """``openai:<model>``; ``api_key``/``base_url`` default to the ``OPENAI_*`` variables."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        context_window: int = DEFAULT_CONTEXT_WINDOW,
+    ) -> None:
+        self._model = model
+        self._api_key = api_key
+        self._base_url = base_url
+        self._context_window = context_window
+        self._client: openai.AsyncOpenAI | None = None
+
+    @property
+    def name(self) -> str:
+        return f"openai:{self._model}"
+
+    @property
+    def context_window(self) -> int:
+        return self._context_window
+
+    def _endpoint(self) -> tuple[str, str | None]:
+        """``(api_key, base_url)``; raises if no key and no local server is configured."""
+        base_url = self._base_url or os.environ.get("OPENAI_BASE_URL") or None
+        key = self._api_key or os.environ.get("OPENAI_API_KEY")
+        if not key:
+            if base_url is None:
+                raise ModelError("OPENAI_API_KEY is not set", retryable=False)
+            key = PLACEHOLDER_KEY
+        return key, base_url
+
+    async def warm(self) -> None:
+        """Import the SDK off the event loop, then build the client if it is configured."""
+        if self._client is not None:
+            return
+        await asyncio.to_thread(importlib.import_module, "openai")
+        with contextlib.suppress(ModelError):  # stream() reports it, where the loop shows it
+            self._make_client()
+
+    def _make_client(self) -> openai.AsyncOpenAI:
+        if self._client is None:
+            key, base_url = self._endpoint()
+            import openai
+
+            self._client = openai.AsyncOpenAI(api_key=key, base_url=base_url, max_retries=0)
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the HTTP client and its pooled connections (the model can be used again)."""
+        client, self._client = self._client, None
+        if client is not None:
+            await client.close()
+
+    def request_params(self, request: ModelRequest) -> dict[str, Any]:
+        """The keyword arguments of ``chat.completions.create`` for ``request``."""
+        _, base_url = self._endpoint()
+        params: dict[str, Any] = {
+            "model": self._model,
+            "messages": messages_to_wire(request.system, request.messages),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        # OpenAI's newer models reject max_tokens; compatible servers know only max_tokens.
+        params["max_tokens" if base_url else "max_completion_tokens"] = request.max_tokens
+        if request.tools:
+            params["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.input_schema,
+                    },
+                }
+                for t in request.tools
+            ]
+        return params
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        self._endpoint()  # fail before any request when no key is configured
+        if self._client is None:
+            await self.warm()
+        client = self._make_client()
+        import httpx2
+        import openai
+
+        params = self.request_params(request)
+        acc = _Accumulator()
+        create: Any = client.chat.completions.create
+        try:
+            chunks = await create(**params)
+            async with chunks:
+                async for chunk in chunks:
+                    for event in acc.feed(chunk):
+                        yield event
+        except openai.APIStatusError as exc:
+            raise status_error(exc, self._model) from exc
+        except openai.APIConnectionError as exc:
+            cause = type(exc.__cause__ or exc).__name__
+            raise ModelError(
+                f"the OpenAI stream was cut before the turn completed ({cause})"
+                if acc.received
+                else f"cannot reach the OpenAI API ({cause}): {exc}",
+                retryable=True,
+            ) from exc
+        except openai.APIError as exc:  # an error object inside the stream
+            kind = exc.type if isinstance(exc.type, str) else "api_error"
+            raise ModelError(
+                f"OpenAI API error mid-stream ({kind}): {exc.message}",
+                retryable=kind not in _FATAL_ERROR_TYPES,
+            ) from exc
+        except httpx2.TransportError as exc:
+            raise ModelError(
+                f"the OpenAI stream was cut before the turn completed ({type(exc).__name__})",
+                retryable=True,
+            ) from exc
+        except openai.OpenAIError as exc:
+            raise ModelError(f"OpenAI client error: {exc}", retryable=False) from exc
+        if acc.finish_reason is None:
+            raise ModelError("the OpenAI stream ended before the turn completed", retryable=True)
+        yield acc.complete()
+
+
+@dataclass(slots=True)
+class _Call:
+    id: str
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+    started: bool = False
+
+
+@dataclass(slots=True)
+class _Accumulator:
+    """Merges streamed chunks into events and, at the end, one :class:`TurnComplete`."""
+
+    text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    calls: dict[int, _Call] = field(default_factory=dict)
+    finish_reason: str | None = None
+    received: bool = False
+    refused: bool = False
+    usage: Usage = field(default_factory=Usage)
+
+    def feed(self, chunk: Any) -> list[ModelEvent]:
+        self.received = True
+        if getattr(chunk, "usage", None) is not None:
+            self.usage = usage_from_wire(chunk.usage)
+        events: list[ModelEvent] = []
+        for choice in chunk.choices or []:
+            if choice.index != 0:
+                continue
+            delta = choice.delta
+            if delta is not None:
+                events += self._delta(delta)
+            if choice.finish_reason:
+                self.finish_reason = choice.finish_reason
+        return events
+
+    def _delta(self, delta: Any) -> list[ModelEvent]:
+        events: list[ModelEvent] = []
+        # DeepSeek/vLLM/llama.cpp stream reasoning as a non-standard field.
+        reasoning = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
+        if isinstance(reasoning, str) and reasoning:
+            self.reasoning.append(reasoning)
+            events.append(ThinkingDelta(reasoning))
+        for piece in (delta.content, delta.refusal):
+            if piece:
+                self.text.append(piece)
+                events.append(TextDelta(piece))
+        if delta.refusal:
+            self.refused = True
+        for fragment in delta.tool_calls or []:
+            call = self.calls.get(fragment.index)
+            if call is None:
+                call = self.calls[fragment.index] = _Call(id=fragment.id or "")
+            elif fragment.id and not call.id:
+                call.id = fragment.id
+            function = fragment.function
+            new_args = (function.arguments or "") if function is not None else ""
+            if function is not None and function.name and not call.name:
+                call.name = function.name
+            if new_args:
+                call.arguments.append(new_args)
+            if not call.started and call.name:
+                call.started = True
+                call.id = call.id or f"call_{fragment.index}"
+                events.append(ToolUseStart(id=call.id, name=call.name))
+                if call.arguments:
+                    events.append(ToolInputDelta(id=call.id, partial_json="".join(call.arguments)))
+            elif call.started and new_args:
+                events.append(ToolInputDelta(id=call.id, partial_json=new_args))
+        return events
+
+    def complete(self) -> TurnComplete:
+        blocks: list[Block] = []
+        if self.reasoning:
+            blocks.append(ThinkingBlock(thinking="".join(self.reasoning)))
+        if self.text:
+            blocks.append(TextBlock("".join(self.text)))
+        for index in sorted(self.calls):
+            call = self.calls[index]
+            blocks.append(
+                ToolUseBlock(
+                    id=call.id or f"call_{index}",
+                    name=call.name,
+                    input=parse_arguments("".join(call.arguments)),
+                )
+            )
+        reason = _FINISH_REASONS.get(self.finish_reason or "", "end_turn")
+        if self.refused:
+            reason = "refusal"
+        elif self.calls and reason == "end_turn":
+            reason = "tool_use"  # some local servers say "stop" after tool calls
+        return TurnComplete(
+            message=Message(role="assistant", content=blocks), stop_reason=reason, usage=self.usage
+        )
+
+
+def parse_arguments(raw: str) -> dict[str, Any]:
+    """Tool-call arguments as a dict; invalid JSON is kept as ``{"_raw_arguments": raw}``."""
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {RAW_ARGUMENTS: raw}
+    return value if isinstance(value, dict) else {RAW_ARGUMENTS: raw}
+
+
+def usage_from_wire(u: Any) -> Usage:
+    details = getattr(u, "prompt_tokens_details", None)
+    cached = (getattr(details, "cached_tokens", None) or 0) if details is not None else 0
+    prompt = u.prompt_tokens or 0
+    return Usage(
+        input_tokens=max(0, prompt - cached),
+        output_tokens=u.completion_tokens or 0,
+        cache_read_tokens=cached,
+    )
+
+
+# --- history → wire ----------------------------------------------------------------------
+
+
+def _arguments(block: ToolUseBlock) -> str:
+    raw = block.input.get(RAW_ARGUMENTS)
+    if isinstance(raw, str) and len(block.input) == 1:
+        return raw  # echo what the model produced
+    return json.dumps(block.input)
+
+
+def messages_to_wire(system: str, messages: list[Message]) -> list[dict[str, Any]]:
+    """Chat messages: system first; tool results become ``tool`` messages; thinking is dropped."""
+    out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    for message in messages:
+        texts = [b.text for b in message.content if isinstance(b, TextBlock) and b.text]
+        if message.role == "assistant":
+            calls = [
+                {
+                    "id": b.id,
+                    "type": "function",
+                    "function": {"name": b.name, "arguments": _arguments(b)},
+                }
+                for b in message.content
+                if isinstance(b, ToolUseBlock)
+            ]
+            if not texts and not calls:
+                continue
+            wire: dict[str, Any] = {"role": "assistant", "content": "".join(texts) or None}
+            if calls:
+                wire["tool_calls"] = calls
+            out.append(wire)
+            continue
+        for b in message.content:
+            if isinstance(b, ToolResultBlock):
+                content = f"Error: {b.content}" if b.is_error else b.content
+                out.append({"role": "tool", "tool_call_id": b.tool_use_id, "content": content})
+        if texts:
+            out.append({"role": "user", "content": "\n\n".join(texts)})
+    return out
+
+
+# --- errors ------------------------------------------------------------------------------
+
+
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """``retry-after-ms`` / ``retry-after`` (seconds or an HTTP date) as seconds."""
+    with contextlib.suppress(ValueError):
+        ms = headers.get("retry-after-ms")
+        if ms:
+            return max(0.0, float(ms) / 1000)
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    with contextlib.suppress(ValueError):
+        return max(0.0, float(value))
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def status_error(exc: openai.APIStatusError, model: str) -> ModelError:
+    """Classify an HTTP failure of the chat completions endpoint."""
+    status = exc.status_code
+    headers = exc.response.headers
+    body = exc.body if isinstance(exc.body, dict) else {}
+    detail = body.get("message") if isinstance(body.get("message"), str) else exc.message
+    retry_after = retry_after_seconds(headers)
+    if status == 401:
+        retryable = False
+        message = f"OPENAI_API_KEY is not set or invalid (401): {detail}"
+    elif status == 403:
+        retryable = False
+        message = f"the OpenAI API key may not use this model or endpoint (403): {detail}"
+    elif status == 404:
+        retryable = False
+        message = (
+            f"model not found: {model} (404) — check the model name and OPENAI_BASE_URL: {detail}"
+        )
+    elif status == 429 and "insufficient_quota" in (exc.code, exc.type):
+        retryable = False
+        message = f"OpenAI quota exhausted (429): {detail}"
+    elif status == 429:
+        retryable = True
+        message = f"OpenAI API rate limit reached (429): {detail}"
+    elif status in (408, 409) or status >= 500:
+        retryable = True
+        message = f"OpenAI API error ({status}): {detail}"
+    else:
+        retryable = False
+        message = f"the OpenAI API rejected the request ({status}): {detail}"
+    should_retry = headers.get("x-should-retry")
+    if should_retry in ("true", "false"):
+        retryable = should_retry == "true"
+    return ModelError(message, retryable=retryable, retry_after=retry_after)

@@ -1,0 +1,459 @@
+"""AnthropicModel against the fake API, through the real ``anthropic`` SDK (no monkeypatching)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+
+from agent_ls.agent.messages import (
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    Usage,
+)
+from agent_ls.models.anthropic import AnthropicModel, messages_to_wire
+from agent_ls.models.base import (
+    ModelError,
+    ModelEvent,
+    ModelRequest,
+    TextDelta,
+    ThinkingDelta,
+    ToolInputDelta,
+    ToolSpec,
+    ToolUseStart,
+    TurnComplete,
+)
+from tests.fakeapi import FakeAPI, Fault, Turn, TurnUsage
+
+MODEL = "claude-test-1"
+TOOLS = [
+    ToolSpec(
+        "read_file",
+        "Read a file.",
+        {"type": "object", "properties": {"file_path": {"type": "string"}}},
+    ),
+    ToolSpec(
+        "list_files",
+        "List files.",
+        {"type": "object", "properties": {"pattern": {"type": "string"}}},
+    ),
+]
+SYSTEM = "You are a careful coding agent."
+
+
+@pytest.fixture
+def api() -> Iterator[FakeAPI]:
+    with FakeAPI() as fake:
+        yield fake
+
+
+@pytest.fixture
+async def model(api: FakeAPI) -> AsyncIterator[AnthropicModel]:
+    model = AnthropicModel(MODEL, base_url=api.url, api_key="test-key")
+    yield model
+    await model.aclose()
+
+
+def user(text: str) -> Message:
+    return Message("user", [TextBlock(text)])
+
+
+def request(*messages: Message) -> ModelRequest:
+    return ModelRequest(system=SYSTEM, tools=list(TOOLS), messages=list(messages))
+
+
+async def collect(model: AnthropicModel, req: ModelRequest) -> list[ModelEvent]:
+    return [event async for event in model.stream(req)]
+
+
+def final(events: list[ModelEvent]) -> TurnComplete:
+    assert isinstance(events[-1], TurnComplete)
+    assert sum(isinstance(e, TurnComplete) for e in events) == 1
+    return events[-1]
+
+
+def strip_cache(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: strip_cache(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [strip_cache(v) for v in value]
+    return value
+
+
+def cache_marks(value: Any) -> int:
+    if isinstance(value, dict):
+        return ("cache_control" in value) + sum(cache_marks(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(cache_marks(v) for v in value)
+    return 0
+
+
+# --- streaming ---------------------------------------------------------------------------
+
+
+async def test_text_streams_as_deltas_then_one_turn_complete(
+    api: FakeAPI, model: AnthropicModel
+) -> None:
+    api.enqueue(Turn(text="Hello there, this answer arrives in several chunks."))
+    events = await collect(model, request(user("hi")))
+    deltas = [e.text for e in events if isinstance(e, TextDelta)]
+    assert len(deltas) >= 3
+    done = final(events)
+    assert "".join(deltas) == "Hello there, this answer arrives in several chunks."
+    assert done.message.role == "assistant"
+    assert done.message.content == [
+        TextBlock("Hello there, this answer arrives in several chunks.")
+    ]
+    assert done.stop_reason == "end_turn"
+
+
+async def test_tool_use_input_split_over_json_deltas(api: FakeAPI, model: AnthropicModel) -> None:
+    tool_input = {"file_path": "src/app/main.py", "offset": 10, "limit": 40}
+    api.enqueue(Turn(text="Let me look.", tool_uses=[("read_file", tool_input, "toolu_01")]))
+    events = await collect(model, request(user("read main.py")))
+    starts = [e for e in events if isinstance(e, ToolUseStart)]
+    pieces = [e for e in events if isinstance(e, ToolInputDelta)]
+    assert starts == [ToolUseStart(id="toolu_01", name="read_file")]
+    assert len(pieces) >= 2 and {p.id for p in pieces} == {"toolu_01"}
+    assert json.loads("".join(p.partial_json for p in pieces)) == tool_input
+    assert events.index(starts[0]) < events.index(pieces[0])
+    done = final(events)
+    assert done.message.tool_uses() == [ToolUseBlock("toolu_01", "read_file", tool_input)]
+    assert done.message.text() == "Let me look."
+    assert done.stop_reason == "tool_use"
+
+
+async def test_parallel_tool_uses_keep_their_ids(api: FakeAPI, model: AnthropicModel) -> None:
+    api.enqueue(
+        Turn(tool_uses=[("read_file", {"file_path": "a"}), ("list_files", {"pattern": "*"})])
+    )
+    done = final(await collect(model, request(user("go"))))
+    uses = done.message.tool_uses()
+    assert [u.name for u in uses] == ["read_file", "list_files"]
+    assert [u.input for u in uses] == [{"file_path": "a"}, {"pattern": "*"}]
+    assert len({u.id for u in uses}) == 2
+
+
+async def test_thinking_and_signature_are_kept_and_echoed_exactly(
+    api: FakeAPI, model: AnthropicModel
+) -> None:
+    api.enqueue(
+        Turn(
+            thinking="The user wants the file. I will read it first.",
+            signature="EqQBCkYIARgCIkD+sig/with==padding",
+            tool_uses=[("read_file", {"file_path": "a.py"}, "toolu_9")],
+        ),
+        Turn(text="Done."),
+    )
+    first = request(user("read a.py"))
+    events = await collect(model, first)
+    thinking = "".join(e.text for e in events if isinstance(e, ThinkingDelta))
+    assert thinking == "The user wants the file. I will read it first."
+    done = final(events)
+    assert done.message.content[0] == ThinkingBlock(
+        thinking="The user wants the file. I will read it first.",
+        signature="EqQBCkYIARgCIkD+sig/with==padding",
+    )
+    result = Message("user", [ToolResultBlock("toolu_9", "1\tprint('hi')")])
+    await collect(model, request(*first.messages, done.message, result))
+
+    sent = strip_cache(api.requests[1].body["messages"])
+    assert sent[1] == {
+        "role": "assistant",
+        "content": [
+            {
+                "type": "thinking",
+                "thinking": "The user wants the file. I will read it first.",
+                "signature": "EqQBCkYIARgCIkD+sig/with==padding",
+            },
+            {
+                "type": "tool_use",
+                "id": "toolu_9",
+                "name": "read_file",
+                "input": {"file_path": "a.py"},
+            },
+        ],
+    }
+    assert sent[2] == {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "toolu_9", "content": "1\tprint('hi')"}],
+    }
+
+
+async def test_redacted_thinking_round_trips(api: FakeAPI, model: AnthropicModel) -> None:
+    api.enqueue(Turn(redacted_thinking="EmwKAhgBEgy3opaque==", text="Answer."))
+    done = final(await collect(model, request(user("q"))))
+    assert done.message.content[0] == ThinkingBlock(
+        thinking="", redacted_data="EmwKAhgBEgy3opaque=="
+    )
+    await collect(model, request(user("q"), done.message, user("more")))
+    sent = api.requests[1].body["messages"][1]["content"]
+    assert sent[0] == {"type": "redacted_thinking", "data": "EmwKAhgBEgy3opaque=="}
+
+
+async def test_usage_maps_uncached_input_and_cache_tokens(
+    api: FakeAPI, model: AnthropicModel
+) -> None:
+    usage = TurnUsage(
+        input_tokens=12,
+        output_tokens=34,
+        cache_read_input_tokens=1500,
+        cache_creation_input_tokens=200,
+    )
+    api.enqueue(Turn(text="ok", usage=usage))
+    done = final(await collect(model, request(user("hi"))))
+    # message_start says output_tokens=1; message_delta's cumulative 34 replaces it.
+    assert done.usage == Usage(
+        input_tokens=12, output_tokens=34, cache_read_tokens=1500, cache_write_tokens=200
+    )
+
+
+@pytest.mark.parametrize(
+    ("wire", "ours"),
+    [
+        ("max_tokens", "max_tokens"),
+        ("stop_sequence", "stop_sequence"),
+        ("pause_turn", "pause_turn"),
+        ("refusal", "refusal"),
+        ("model_context_window_exceeded", "max_tokens"),
+    ],
+)
+async def test_stop_reason_is_normalised(
+    api: FakeAPI, model: AnthropicModel, wire: str, ours: str
+) -> None:
+    api.enqueue(Turn(text="partial", stop_reason=wire))
+    assert final(await collect(model, request(user("hi")))).stop_reason == ours
+
+
+# --- request shape and prompt caching ------------------------------------------------------
+
+
+async def test_cache_breakpoints_on_last_tool_system_and_last_block(
+    api: FakeAPI, model: AnthropicModel
+) -> None:
+    api.enqueue(Turn(text="ok"))
+    await collect(model, request(user("first"), Message("assistant", [TextBlock("a")]), user("x")))
+    body = api.requests[0].body
+    assert body["model"] == MODEL and body["stream"] is True and body["max_tokens"] == 8192
+    assert [t.get("cache_control") for t in body["tools"]] == [None, {"type": "ephemeral"}]
+    assert body["tools"][0] == {
+        "name": "read_file",
+        "description": "Read a file.",
+        "input_schema": TOOLS[0].input_schema,
+    }
+    assert body["system"] == [
+        {"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral"}}
+    ]
+    assert body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert cache_marks(body) <= 4
+
+
+async def test_second_request_extends_the_first(api: FakeAPI, model: AnthropicModel) -> None:
+    api.enqueue(
+        Turn(text="Reading.", tool_uses=[("read_file", {"file_path": "a.py"})]), Turn(text="Done.")
+    )
+    first = request(user("fix a.py"))
+    done = final(await collect(model, first))
+    tool_id = done.message.tool_uses()[0].id
+    result = Message("user", [ToolResultBlock(tool_id, "contents", is_error=False)])
+    await collect(model, request(*first.messages, done.message, result))
+    one, two = (r.body for r in api.requests)
+    assert strip_cache(two["tools"]) == strip_cache(one["tools"])
+    assert strip_cache(two["system"]) == strip_cache(one["system"])
+    n = len(one["messages"])
+    assert strip_cache(two["messages"][:n]) == strip_cache(one["messages"])
+    assert len(two["messages"]) == n + 2
+    last = two["messages"][-1]["content"][-1]
+    assert last["type"] == "tool_result" and last["cache_control"] == {"type": "ephemeral"}
+    # the previous breakpoint stays where it was, so its cache entry is found again
+    assert two["messages"][0]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert cache_marks(two) <= 4
+
+
+def test_history_to_wire_merges_roles_and_orders_tool_results_first() -> None:
+    history = [
+        user("go"),
+        Message(
+            "assistant",
+            [
+                ThinkingBlock("unsigned thoughts from another provider"),
+                TextBlock(""),
+                ToolUseBlock("t1", "read_file", {"file_path": "a"}),
+            ],
+        ),
+        Message(
+            "user", [TextBlock("also note this"), ToolResultBlock("t1", "boom", is_error=True)]
+        ),
+        user("and this"),
+    ]
+    wire = strip_cache(messages_to_wire(history))
+    assert wire == [
+        {"role": "user", "content": [{"type": "text", "text": "go"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "t1", "name": "read_file", "input": {"file_path": "a"}}
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "boom", "is_error": True},
+                {"type": "text", "text": "also note this"},
+                {"type": "text", "text": "and this"},
+            ],
+        },
+    ]
+
+
+# --- errors -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fault", "retry_after"),
+    [
+        (Fault.status(429, retry_after=1), 1.0),
+        (Fault.status(529), None),
+        (Fault.status(500), None),
+        (Fault.status(503, retry_after=7), 7.0),
+        (Fault.status(408), None),
+        (Fault.status(409), None),
+        (Fault.error_event("overloaded_error"), None),
+        (Fault.cut_stream(after_events=6), None),
+        (Fault.cut_stream(after_events=6, clean=True), None),
+    ],
+    ids=["429", "529", "500", "503", "408", "409", "error-event", "cut", "cut-clean"],
+)
+async def test_transient_faults_are_retryable(
+    api: FakeAPI, model: AnthropicModel, fault: Fault, retry_after: float | None
+) -> None:
+    api.enqueue(fault)
+    with pytest.raises(ModelError) as info:
+        await collect(model, request(user("hi")))
+    assert info.value.retryable is True
+    assert info.value.retry_after == retry_after
+    assert len(api.requests) == 1, "the SDK must not retry on its own"
+
+
+async def test_cut_stream_yields_no_turn_complete(api: FakeAPI, model: AnthropicModel) -> None:
+    api.enqueue(Fault.cut_stream(after_events=6))
+    seen: list[ModelEvent] = []
+    with pytest.raises(ModelError, match="cut before the turn completed"):
+        async for event in model.stream(request(user("hi"))):
+            seen.append(event)
+    assert any(isinstance(e, TextDelta) for e in seen)
+    assert not any(isinstance(e, TurnComplete) for e in seen)
+
+
+async def test_unparseable_tool_input_is_a_retryable_error(
+    api: FakeAPI, model: AnthropicModel
+) -> None:
+    api.enqueue(Turn(tool_uses=[("read_file", '{"file_path": oops}')]))
+    with pytest.raises(ModelError, match="malformed stream") as info:
+        await collect(model, request(user("hi")))
+    assert info.value.retryable is True
+
+
+@pytest.mark.parametrize("status", [400, 403, 413])
+async def test_client_errors_are_not_retryable(
+    api: FakeAPI, model: AnthropicModel, status: int
+) -> None:
+    api.enqueue(Fault.status(status, message="prompt is too long"))
+    with pytest.raises(ModelError, match=rf"\({status}\)") as info:
+        await collect(model, request(user("hi")))
+    assert info.value.retryable is False
+    assert "prompt is too long" in str(info.value)
+
+
+async def test_401_says_the_key_is_missing_or_invalid(api: FakeAPI, model: AnthropicModel) -> None:
+    api.enqueue(Fault.status(401, message="invalid x-api-key"))
+    with pytest.raises(ModelError) as info:
+        await collect(model, request(user("hi")))
+    assert str(info.value).startswith("ANTHROPIC_API_KEY is not set or invalid (401)")
+    assert info.value.retryable is False
+
+
+async def test_404_names_the_model(api: FakeAPI, model: AnthropicModel) -> None:
+    api.enqueue(Fault.status(404, message=f"model: {MODEL}"))
+    with pytest.raises(ModelError) as info:
+        await collect(model, request(user("hi")))
+    assert str(info.value).startswith(f"model not found: {MODEL} (404)")
+    assert info.value.retryable is False
+
+
+async def test_refused_connection_is_retryable() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    model = AnthropicModel(MODEL, base_url=f"http://127.0.0.1:{port}", api_key="k")
+    with pytest.raises(ModelError, match="cannot reach the Anthropic API") as info:
+        await collect(model, request(user("hi")))
+    assert info.value.retryable is True
+
+
+async def test_missing_api_key_fails_before_any_request(
+    api: FakeAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    model = AnthropicModel(MODEL, base_url=api.url)
+    await model.warm()  # warming never raises; the first stream does
+    with pytest.raises(ModelError) as info:
+        await collect(model, request(user("hi")))
+    assert str(info.value) == "ANTHROPIC_API_KEY is not set"
+    assert info.value.retryable is False
+    assert api.requests == []
+
+
+async def test_key_and_base_url_come_from_the_environment(
+    api: FakeAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "env-key")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
+    api.enqueue(Turn(text="from env"))
+    model = AnthropicModel(MODEL)
+    assert model.name == f"anthropic:{MODEL}" and model.context_window == 200_000
+    assert final(await collect(model, request(user("hi")))).message.text() == "from env"
+    assert api.requests[0].headers["authorization"] == "Bearer env-key"
+    await model.aclose()
+
+
+async def test_empty_queue_answers_visibly(api: FakeAPI, model: AnthropicModel) -> None:
+    done = final(await collect(model, request(user("hi"))))
+    assert done.message.text() == "(no scripted response)"
+
+
+# --- cancellation -----------------------------------------------------------------------
+
+
+async def test_cancel_mid_stream_returns_promptly_and_closes_the_connection(
+    api: FakeAPI, model: AnthropicModel
+) -> None:
+    words = " ".join(f"word{i}" for i in range(200))
+    api.enqueue(Turn(text=words, chunk_delay=0.05))
+    seen: list[ModelEvent] = []
+    three = asyncio.Event()
+
+    async def consume() -> None:
+        async for event in model.stream(request(user("hi"))):
+            seen.append(event)
+            if sum(isinstance(e, TextDelta) for e in seen) >= 3:
+                three.set()
+
+    task = asyncio.create_task(consume())
+    await asyncio.wait_for(three.wait(), timeout=10)
+    started = time.perf_counter()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert time.perf_counter() - started < 0.2
+    assert not any(isinstance(e, TurnComplete) for e in seen)
+    assert await asyncio.to_thread(api.wait_disconnect, 1, 3.0), "server kept streaming"
