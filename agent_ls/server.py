@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import functools
 import importlib
 import logging
 import uuid
@@ -323,7 +322,8 @@ def command(name: str) -> Callable[[CommandHandler], CommandHandler]:
     """Register an ``agent.*`` command taking one JSON object, with clean errors."""
 
     def decorate(handler: CommandHandler) -> CommandHandler:
-        @functools.wraps(handler)
+        # No functools.wraps: pygls reads the signature (following __wrapped__) to convert
+        # arguments, and this wrapper must receive them raw to validate them itself.
         async def wrapper(ls: AgentServer, *args: Any) -> Any:
             from pydantic import ValidationError
 
@@ -350,6 +350,8 @@ def command(name: str) -> Callable[[CommandHandler], CommandHandler]:
                 log.exception("%s failed", name)
                 raise JsonRpcInternalError(f"{name} failed: {type(exc).__name__}: {exc}") from None
 
+        wrapper.__name__ = wrapper.__qualname__ = handler.__name__
+        wrapper.__doc__ = handler.__doc__
         server.command(name)(wrapper)
         return handler
 

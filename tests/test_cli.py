@@ -1,0 +1,109 @@
+"""The agent-ls command line, run as a user would (subprocesses, real files)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+EDIT_SCRIPT = {
+    "turns": [
+        {"tool_calls": [{"name": "read_file", "input": {"file_path": "app.py"}}]},
+        {
+            "tool_calls": [
+                {
+                    "name": "edit_file",
+                    "input": {"file_path": "app.py", "old_string": "Hello ", "new_string": "Hi "},
+                }
+            ]
+        },
+        {"text": "Changed the greeting."},
+    ]
+}
+
+
+def agent_ls(
+    *args: str, cwd: Path, script: dict[str, Any] | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env.pop("ANTHROPIC_API_KEY", None)
+    if script is not None:
+        path = cwd.parent / "script.json"
+        path.write_text(json.dumps(script))
+        env["AGENT_LS_MODEL"] = f"script:{path}"
+    return subprocess.run(
+        [sys.executable, "-m", "agent_ls", *args],
+        cwd=cwd,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_run_yes_edits_the_file_on_disk(workspace: Path) -> None:
+    done = agent_ls("run", "--yes", "Say Hi", cwd=workspace, script=EDIT_SCRIPT)
+    assert done.returncode == 0, done.stderr
+    assert 'return "Hi " + name' in (workspace / "app.py").read_text()
+    assert "Changed the greeting." in done.stdout
+    assert '+    return "Hi " + name' in done.stderr  # the diff is shown
+
+
+def test_run_no_leaves_the_file_untouched(workspace: Path) -> None:
+    before = (workspace / "app.py").read_text()
+    done = agent_ls("run", "--no", "Say Hi", cwd=workspace, script=EDIT_SCRIPT)
+    assert done.returncode == 0, done.stderr
+    assert (workspace / "app.py").read_text() == before
+    leftovers = [p.name for p in workspace.iterdir() if p.name.endswith(".agent-ls")]
+    assert leftovers == []
+
+
+def test_run_without_tty_or_flag_denies(workspace: Path) -> None:
+    before = (workspace / "app.py").read_text()
+    done = agent_ls("run", "Say Hi", cwd=workspace, script=EDIT_SCRIPT, stdin="")
+    assert done.returncode == 0, done.stderr
+    assert (workspace / "app.py").read_text() == before
+
+
+def test_run_json_result_and_resume(workspace: Path) -> None:
+    first = agent_ls("run", "--yes", "--json", "Say Hi", cwd=workspace, script=EDIT_SCRIPT)
+    assert first.returncode == 0, first.stderr
+    result = json.loads(first.stdout[first.stdout.index("{") :])
+    assert result["stopReason"] == "end_turn"
+    session_id = result["sessionId"]
+    listed = agent_ls("sessions", "--json", cwd=workspace)
+    rows = json.loads(listed.stdout)
+    assert rows[0]["sessionId"] == session_id and rows[0]["title"] == "Say Hi"
+    follow_up = {"turns": [*EDIT_SCRIPT["turns"], {"text": "I remember: I changed it."}]}
+    second = agent_ls(
+        "run", "--yes", "--resume", session_id, "what did you do?", cwd=workspace, script=follow_up
+    )
+    assert second.returncode == 0, second.stderr
+    assert "I remember: I changed it." in second.stdout
+
+
+def test_run_with_a_broken_model_exits_nonzero(workspace: Path) -> None:
+    done = agent_ls("run", "--model", "nonsense", "hi", cwd=workspace)
+    assert done.returncode == 1
+    assert "provider:model" in done.stderr
+
+
+def test_demo_runs_offline_and_passes_its_tests(tmp_path: Path) -> None:
+    done = agent_ls("demo", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "all 3 tests pass" in done.stdout
+    assert "Ran 3 tests" in done.stderr and "OK" in done.stderr
+
+
+def test_check_command_prints_one_json_verdict(tmp_path: Path) -> None:
+    done = agent_ls("check-command", "--", "git status && rm -rf build", cwd=tmp_path)
+    assert done.returncode == 0
+    verdict = json.loads(done.stdout)
+    assert verdict["decision"] == "ask" and verdict["reasons"]
+    safe = json.loads(agent_ls("check-command", "ls -la", cwd=tmp_path).stdout)
+    assert safe["decision"] == "allow"
+    assert agent_ls("check-command", cwd=tmp_path).returncode == 2

@@ -1,0 +1,154 @@
+"""Through the whole path with the real anthropic SDK: editor → server → SDK → fake API."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.editor_sim import editor
+from tests.fakeapi import FakeAPI, Fault, Turn, TurnUsage
+
+
+@pytest.fixture
+def api() -> Iterator[Any]:
+    with FakeAPI() as fake:
+        yield fake
+
+
+def env_for(api: Any) -> dict[str, str]:
+    return {
+        "AGENT_LS_MODEL": "anthropic:claude-sonnet-4-5",
+        "ANTHROPIC_BASE_URL": api.url,
+        "ANTHROPIC_API_KEY": "test-key",
+    }
+
+
+def tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        block
+        for message in body["messages"]
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_result"
+    ]
+
+
+async def test_rejected_edit_reaches_the_model_as_the_users_decision(
+    workspace: Path, api: Any
+) -> None:
+    api.enqueue(
+        Turn(text="Reading.", tool_uses=[("read_file", {"file_path": "app.py"})]),
+        Turn(
+            text="Editing.",
+            tool_uses=[
+                (
+                    "edit_file",
+                    {"file_path": "app.py", "old_string": "Hello ", "new_string": "Hi "},
+                )
+            ],
+        ),
+        Turn(text="Understood, I left it as it was."),
+    )
+    before = (workspace / "app.py").read_text()
+    async with editor(workspace, env=env_for(api)) as ed:
+        ed.open("app.py")
+        ed.accept_hunk = lambda path, index, edit: False
+        result = await ed.ask("Say Hi instead")
+        assert result["stopReason"] == "end_turn", result
+        assert ed.text("app.py") == before
+        assert (workspace / "app.py").read_text() == before
+        assert result["text"] == "Reading.Editing.Understood, I left it as it was."
+        assert ed.streamed_text() == result["text"]
+    bodies = [r.body for r in api.requests]
+    assert len(bodies) == 3
+    last_result = tool_results(bodies[2])[-1]
+    content = last_result["content"]
+    text = content if isinstance(content, str) else "".join(c["text"] for c in content)
+    assert "The user rejected this edit" in text
+    assert not last_result.get("is_error")
+    # The read result the model saw was the numbered buffer text.
+    read = tool_results(bodies[1])[0]
+    read_text = read["content"] if isinstance(read["content"], str) else read["content"][0]["text"]
+    assert '     2\t    return "Hello " + name' in read_text
+    # The system prompt and the tools are identical across the turns of the run.
+    assert bodies[0]["system"] == bodies[1]["system"] == bodies[2]["system"]
+    assert bodies[0]["tools"] == bodies[2]["tools"]
+
+
+async def test_usage_and_cost_are_summed(workspace: Path, api: Any) -> None:
+    api.enqueue(
+        Turn(
+            tool_uses=[("list_files", {"pattern": "*.py"})],
+            usage=TurnUsage(input_tokens=100, output_tokens=10, cache_creation_input_tokens=1000),
+        ),
+        Turn(
+            text="One Python file.",
+            usage=TurnUsage(input_tokens=20, output_tokens=5, cache_read_input_tokens=1000),
+        ),
+    )
+    async with editor(workspace, env=env_for(api)) as ed:
+        result = await ed.ask("How many python files?")
+        status = await ed.command("agent.status", {})
+    assert result["usage"] == {
+        "inputTokens": 120,
+        "outputTokens": 15,
+        "cachedReadTokens": 1000,
+        "cachedWriteTokens": 1000,
+    }
+    # claude-sonnet-4: $3 in, $15 out, $0.30 cache read, $3.75 cache write per million.
+    expected = (120 * 3 + 15 * 15 + 1000 * 0.3 + 1000 * 3.75) / 1e6
+    assert result["costUsd"] == pytest.approx(expected, abs=1e-6)
+    assert status["usage"] == result["usage"]
+    usage_updates = ed.of_kind("usage_update")
+    assert len(usage_updates) == 2 and usage_updates[-1]["size"] == 200_000
+
+
+async def test_transient_faults_are_retried_without_trace(workspace: Path, api: Any) -> None:
+    api.enqueue(
+        Fault.status(529),
+        Fault.status(429, retry_after=0),
+        Turn(text="Fine now."),
+    )
+    async with editor(workspace, env=env_for(api)) as ed:
+        result = await ed.ask("hello", work_done_token="t-retry")
+        reports = ed.client.progress_reports["t-retry"]
+    assert result["stopReason"] == "end_turn" and result["text"] == "Fine now."
+    retries = [r.message for r in reports if r.kind == "report" and "retrying" in (r.message or "")]
+    assert len(retries) == 2
+    bodies = [r.body for r in api.requests]
+    assert len(bodies) == 3 and bodies[0]["messages"] == bodies[2]["messages"]
+
+
+async def test_auth_error_ends_run_with_actionable_message(workspace: Path, api: Any) -> None:
+    api.enqueue(Fault.status(401))
+    async with editor(workspace, env=env_for(api)) as ed:
+        result = await ed.ask("hello")
+        # The server stays up and answers.
+        status = await ed.command("agent.status", {})
+    assert result["stopReason"] == "error"
+    assert "ANTHROPIC_API_KEY" in result["error"]
+    assert status["running"] == []
+
+
+async def test_cancel_stops_a_streaming_run(workspace: Path, api: Any) -> None:
+    api.enqueue(Turn(text=["word "] * 400, chunk_delay=0.02), Turn(text="next ask works"))
+    async with editor(workspace, env=env_for(api)) as ed:
+        ask = asyncio.ensure_future(ed.ask("write a lot"))
+        for _ in range(300):
+            await asyncio.sleep(0.01)
+            if ed.of_kind("agent_message_chunk"):
+                break
+        started = time.monotonic()
+        cancelled = await ed.command("agent.cancel", {})
+        result = await asyncio.wait_for(ask, 5)
+        latency = time.monotonic() - started
+        assert cancelled == {"cancelled": True}
+        assert result["stopReason"] == "cancelled"
+        assert latency < 2.0
+        again = await ed.ask("and now?")
+        assert again["stopReason"] == "end_turn" and again["text"] == "next ask works"
