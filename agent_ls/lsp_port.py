@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -153,14 +155,27 @@ class LspEditorPort:
             type=types.MessageType.Warning, message=message, actions=actions
         )
         try:
-            item = await asyncio.wait_for(
-                self.server.window_show_message_request_async(params),
-                self.server.settings.edit_confirm_timeout,
+            item = await self._request(
+                types.WINDOW_SHOW_MESSAGE_REQUEST, params, self.server.settings.edit_confirm_timeout
             )
         except (JsonRpcException, TimeoutError) as exc:
             log.info("confirmation not answered: %s", exc)
             return None
-        return item.title if item is not None else None
+        title = _field(item, "title") if item is not None else None
+        return str(title) if title is not None else None
+
+    async def _request(self, method: str, params: Any, timeout: float) -> Any:  # noqa: ASYNC109
+        """A server→client request that is withdrawn (``$/cancelRequest``) on cancel or timeout."""
+        msg_id = f"agent-ls/{uuid.uuid4()}"
+        protocol = self.server.protocol
+        try:
+            return await asyncio.wait_for(
+                protocol.send_request_async(method, params, msg_id=msg_id), timeout
+            )
+        except (asyncio.CancelledError, TimeoutError):
+            with contextlib.suppress(Exception):
+                protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
+            raise
 
     # -- edits -----------------------------------------------------------------------
 
@@ -193,10 +208,9 @@ class LspEditorPort:
                 )
         edit = build_workspace_edit(proposal, uri, caps, _encoding(server))
         try:
-            result = await asyncio.wait_for(
-                server.workspace_apply_edit_async(
-                    types.ApplyWorkspaceEditParams(edit=edit, label=proposal.label)
-                ),
+            result = await self._request(
+                types.WORKSPACE_APPLY_EDIT,
+                types.ApplyWorkspaceEditParams(edit=edit, label=proposal.label),
                 server.settings.edit_confirm_timeout,
             )
         except TimeoutError:
@@ -238,10 +252,7 @@ class LspEditorPort:
 
     async def _client_request(self, method: str, params: dict[str, Any]) -> Any:
         try:
-            return await asyncio.wait_for(
-                self.server.protocol.send_request_async(method, params),
-                self.server.settings.client_request_timeout,
-            )
+            return await self._request(method, params, self.server.settings.client_request_timeout)
         except TimeoutError:
             raise Unsupported(f"the editor did not answer {method}") from None
         except JsonRpcException as exc:

@@ -20,15 +20,25 @@ PRICES: dict[str, tuple[float, float, float, float]] = {
 }
 
 
-def price_for(model: str) -> tuple[float, float, float, float] | None:
-    """The longest table key that prefixes the model name (``provider:`` stripped)."""
+Price = tuple[float, float, float, float]
+
+
+def price_for(model: str, extra: dict[str, list[float]] | None = None) -> Price | None:
+    """The longest table key that prefixes the model name (``provider:`` stripped).
+
+    ``extra`` (from settings) adds or overrides entries; missing trailing numbers count as 0.
+    """
+    table: dict[str, Price] = dict(PRICES)
+    for key, numbers in (extra or {}).items():
+        padded = [float(n) for n in numbers[:4]] + [0.0] * (4 - len(numbers[:4]))
+        table[key] = (padded[0], padded[1], padded[2], padded[3])
     name = model.split(":", 1)[-1]
-    best = max((k for k in PRICES if name.startswith(k)), key=len, default=None)
-    return PRICES[best] if best else None
+    best = max((k for k in table if name.startswith(k)), key=len, default=None)
+    return table[best] if best else None
 
 
-def cost_usd(model: str, usage: Usage) -> float:
-    price = price_for(model)
+def cost_usd(model: str, usage: Usage, extra: dict[str, list[float]] | None = None) -> float:
+    price = price_for(model, extra)
     if price is None:
         return 0.0
     p_in, p_out, p_read, p_write = price

@@ -35,6 +35,12 @@ class Settings(BaseModel):
     client_request_timeout: float = Field(default=5.0, alias="clientRequestTimeout", gt=0, le=600)
     edit_confirm_timeout: float = Field(default=600.0, alias="editConfirmTimeout", gt=0)
     permissions: PermissionRules = Field(default_factory=PermissionRules)
+    compact_threshold: float = Field(default=0.85, alias="compactThreshold", gt=0.1, le=1.0)
+    thinking_budget: int | None = Field(default=None, alias="thinkingBudget", ge=1024)
+    max_cost_usd: float | None = Field(default=None, alias="maxCostUsd", gt=0)
+    # Extra or overriding prices: model-name prefix -> [input, output, cache read, cache write]
+    # in USD per million tokens.
+    prices: dict[str, list[float]] = Field(default_factory=dict)
 
     def resolved_model(self) -> str:
         from agent_ls.models import DEFAULT_MODEL

@@ -248,3 +248,94 @@ async def test_accept_modes_send_edits_without_confirmation(workspace: Path, mod
     session.permissions.mode = mode  # type: ignore[assignment]
     await loop.run("go")
     assert port.proposals[0].needs_confirmation is False
+
+
+async def test_compaction_replaces_history_and_keeps_going(workspace: Path, tmp_path: Path) -> None:
+    from agent_ls.agent.store import SessionStore
+
+    turns = [
+        {
+            "tool_calls": [{"name": "read_file", "input": {"file_path": "app.py"}}],
+            "usage": {"input_tokens": 180_000, "output_tokens": 10},
+        },
+        {
+            "text": "SUMMARY: read app.py; next: answer.",
+            "usage": {"input_tokens": 5, "output_tokens": 7},
+        },
+        {"text": "answer after compaction", "usage": {"input_tokens": 100, "output_tokens": 3}},
+    ]
+    loop, port, session = make_loop(workspace, turns)
+    session.store = SessionStore(tmp_path / "sessions")
+    result = await loop.run("explain app.py")
+    assert result.stop_reason == "end_turn"
+    assert result.text == "answer after compaction"
+    assert any("compacting the conversation" in m for m in port.progress_messages)
+    assert session.compactions == 1
+    first = session.history[0]
+    assert first.role == "user" and "SUMMARY: read app.py" in first.text()
+    # Tokens of every call, the summary's included, are counted.
+    assert result.usage.input_tokens == 180_105 and result.usage.output_tokens == 20
+    # A resumed session starts from the compacted history.
+    resumed = Session.load(session.store, session.id)
+    assert "SUMMARY: read app.py" in resumed.history[0].text()
+    assert resumed.history[-1].text() == "answer after compaction"
+
+
+async def test_large_results_are_stored_and_shown_as_head_and_tail(
+    workspace: Path, tmp_path: Path
+) -> None:
+    from agent_ls.agent.store import SessionStore
+
+    turns = [
+        {
+            "tool_calls": [
+                {"name": "run_shell", "input": {"command": "seq 1 20000"}},
+            ]
+        },
+        {"text": "ok"},
+    ]
+    loop, _port, session = make_loop(workspace, turns)
+    session.store = SessionStore(tmp_path / "sessions")
+    await loop.run("count")
+    (result,) = tool_results(session)
+    assert len(result.content) < 25_000
+    assert "\n1\n" in result.content[:100] and result.content.rstrip().endswith("20000")
+    saved = next(session.store.results_dir(session.id).glob("*.txt"))
+    assert "\n10000\n" in saved.read_text()
+    assert str(saved) in result.content
+
+
+async def test_spending_cap_stops_the_run_cleanly(workspace: Path) -> None:
+    turns = [
+        {
+            "tool_calls": [{"name": "read_file", "input": {"file_path": "app.py"}}],
+            "usage": {"input_tokens": 1_000_000, "output_tokens": 0},
+        },
+        {"text": "never reached"},
+    ]
+    port = FakePort()
+    session = Session()
+    loop = AgentLoop(
+        session=session,
+        model=ScriptModel({"turns": turns}, source="claude-sonnet-4-5"),
+        tools=default_tools(),
+        workspace=Workspace([workspace], buffers=port.open_buffer),
+        port=port,
+        settings=Settings(maxCostUsd=1.0),
+        system_prompt="test",
+    )
+    result = await loop.run("go")
+    assert result.stop_reason == "error"
+    assert result.error and "spending cap of $1.00" in result.error
+    assert result.cost_usd == 3.0
+    assert session.history[-1].role == "user"  # the tool call got its result
+
+
+def test_price_table_can_be_extended_in_settings() -> None:
+    from agent_ls.agent.messages import Usage
+    from agent_ls.pricing import cost_usd
+
+    usage = Usage(input_tokens=1_000_000, output_tokens=1_000_000)
+    assert cost_usd("openai:my-local-model", usage) == 0.0
+    assert cost_usd("openai:my-local-model", usage, {"my-local": [1, 2]}) == 3.0
+    assert cost_usd("anthropic:claude-sonnet-4-5", usage) == 18.0

@@ -13,6 +13,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_ls.agent.compaction import compact, needs_compaction
 from agent_ls.agent.messages import Message, ToolResultBlock, ToolUseBlock, Usage
 from agent_ls.agent.port import EditorPort
 from agent_ls.agent.session import Session
@@ -39,6 +40,7 @@ log = logging.getLogger(__name__)
 
 CANCELLED_RESULT = "The user cancelled this tool call; it did not complete."
 MAX_RETRIES = 4
+LARGE_RESULT_CHARS = 20_000
 
 
 @dataclass
@@ -105,6 +107,18 @@ class AgentLoop:
         error: str | None = None
         try:
             for _turn in range(self.settings.max_turns):
+                cap = self.settings.max_cost_usd
+                if cap is not None and session.cost_usd + self._cost(usage) >= cap:
+                    session.close_dangling_tool_uses(CANCELLED_RESULT)
+                    stop = "error"
+                    error = (
+                        f"the session's spending cap of ${cap:.2f} is reached "
+                        f"(spent ${session.cost_usd + self._cost(usage):.4f}); "
+                        "raise maxCostUsd or start a new session"
+                    )
+                    break
+                if needs_compaction(session, self.model, self.settings.compact_threshold):
+                    await self.compact(usage)
                 complete = await self._stream_turn(usage)
                 session.append(complete.message)
                 texts.append(complete.message.text())
@@ -130,10 +144,21 @@ class AgentLoop:
         except ModelError as exc:
             session.close_dangling_tool_uses(CANCELLED_RESULT)
             stop, error = "error", str(exc)
-        cost = cost_usd(self.model.name, usage)
+        cost = self._cost(usage)
         session.usage.add(usage)
         session.cost_usd += cost
         return RunResult(session.id, stop, "".join(texts), usage, cost, error)
+
+    async def compact(self, usage: Usage) -> None:
+        """Summarise the history now (visible in progress), counting the call's tokens."""
+        used = self.session.last_context_tokens
+        self.port.progress(
+            f"compacting the conversation ({used:,} of {self.model.context_window:,} tokens)"
+        )
+        usage.add(await compact(self.session, self.model, self.system_prompt))
+
+    def _cost(self, usage: Usage) -> float:
+        return cost_usd(self.model.name, usage, self.settings.prices)
 
     # -- model turns -----------------------------------------------------------------
 
@@ -144,6 +169,7 @@ class AgentLoop:
             tools=self.tools.specs(),
             messages=list(self.session.history),
             max_tokens=self.settings.max_tokens,
+            thinking_budget=self.settings.thinking_budget,
         )
         attempt = 0
         while True:
@@ -190,9 +216,7 @@ class AgentLoop:
                         "used": event.usage.context_tokens,
                         "size": self.model.context_window,
                         "cost": {
-                            "amount": round(
-                                self.session.cost_usd + cost_usd(self.model.name, usage), 6
-                            ),
+                            "amount": round(self.session.cost_usd + self._cost(usage), 6),
                             "currency": "USD",
                         },
                     },
@@ -249,6 +273,7 @@ class AgentLoop:
             tool_call_id=use.id,
             edited_paths=self.session.edited_paths,
             named_paths=self.session.named_paths,
+            readable_paths=self.session.readable_paths,
         )
         title = tool.title(args)
         self.port.update(
@@ -289,7 +314,26 @@ class AgentLoop:
         if result.display is not None:
             update["content"] = result.display
         self.port.update(sid, update)
-        return ToolResultBlock(use.id, result.content, result.is_error)
+        content = self._fit(use, result.content) if tool.persist_large_results else result.content
+        return ToolResultBlock(use.id, content, result.is_error)
+
+    def _fit(self, use: ToolUseBlock, content: str) -> str:
+        """Keep a large result out of the context: store it, give the model head, tail, path."""
+        if len(content) <= LARGE_RESULT_CHARS or self.session.store is None:
+            return content
+        folder = self.session.store.results_dir(self.session.id)
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{use.id}.txt"
+        path.write_text(content, encoding="utf-8")
+        self.session.readable_paths.add(folder)
+        lines = content.count("\n") + 1
+        head = content[: LARGE_RESULT_CHARS * 2 // 3]
+        tail = content[-(LARGE_RESULT_CHARS // 4) :]
+        return (
+            f"{head}\n\n[... the result is {len(content):,} characters ({lines:,} lines); "
+            f"it is saved in full at {path}: read it with read_file and offset/limit ...]\n\n"
+            f"{tail}"
+        )
 
     async def _execute(self, tool: Tool[Any], args: Any, ctx: ToolContext) -> ToolResult:
         try:

@@ -27,12 +27,14 @@ class Session:
     read_state: ReadState = field(default_factory=ReadState)
     edited_paths: set[Path] = field(default_factory=set)
     named_paths: set[Path] = field(default_factory=set)  # paths the user named in a prompt
+    readable_paths: set[Path] = field(default_factory=set)  # folders the agent may always read
     usage: Usage = field(default_factory=Usage)
     cost_usd: float = 0.0
     last_context_tokens: int = 0
     created: float = field(default_factory=time.time)
     title: str = ""
     store: SessionStore | None = None
+    compactions: int = 0
 
     def append(self, message: Message) -> None:
         """Add a complete message to the history and to the transcript on disk."""
@@ -49,6 +51,20 @@ class Session:
                     },
                 )
             self.store.append(self.id, {"type": "message", "message": message.to_json()})
+
+    def replace_history(self, messages: list[Message], summary: str) -> None:
+        """Start over from ``messages`` (after compaction); the transcript records why."""
+        self.history = list(messages)
+        self.compactions += 1
+        if self.store is not None:
+            self.store.append(
+                self.id,
+                {
+                    "type": "compaction",
+                    "summary": summary,
+                    "messages": [m.to_json() for m in messages],
+                },
+            )
 
     def add_user_text(self, text: str) -> None:
         """Append the user's words (providers merge consecutive user messages)."""

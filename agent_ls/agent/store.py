@@ -42,6 +42,10 @@ class SessionStore:
             raise ValueError(f"invalid session id {session_id!r}")
         return self.root / f"{session_id}.jsonl"
 
+    def results_dir(self, session_id: str) -> Path:
+        """Where large tool results of the session are kept."""
+        return self.path(session_id).with_suffix("") / "results"
+
     def append(self, session_id: str, record: dict[str, Any]) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
@@ -75,6 +79,11 @@ class SessionStore:
             elif kind == "message":
                 try:
                     messages.append(Message.from_json(record["message"]))
+                except (KeyError, TypeError):
+                    continue
+            elif kind == "compaction":
+                try:
+                    messages = [Message.from_json(m) for m in record["messages"]]
                 except (KeyError, TypeError):
                     continue
             elif kind == "totals":

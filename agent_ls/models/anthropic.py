@@ -129,6 +129,9 @@ class AnthropicModel:
             ]
             tools[-1]["cache_control"] = _cache()
             params["tools"] = tools
+        if request.thinking_budget:
+            budget = max(1024, min(request.thinking_budget, request.max_tokens - 1))
+            params["thinking"] = {"type": "enabled", "budget_tokens": budget}
         return params
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:

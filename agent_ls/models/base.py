@@ -29,6 +29,7 @@ class ModelRequest:
     tools: list[ToolSpec]
     messages: list[Message]
     max_tokens: int = 8192
+    thinking_budget: int | None = None  # extended thinking tokens, where the model supports it
 
 
 @dataclass(slots=True)

@@ -2,7 +2,8 @@
 
 It powers ``agent-ls demo`` and fast tests, and streams like a real model (text in chunks,
 tool input as partial JSON) so the streaming paths run. Turn *n* answers the request whose
-history holds *n* assistant messages, so a script describes a whole conversation.
+history holds *n* assistant messages (or the next turn after the last one served, if that is
+later, as after a compaction), so a script describes a whole conversation, across resumes.
 
 File format (``docs/script-model.md`` has the details)::
 
@@ -59,6 +60,7 @@ class ScriptModel:
         self.chunk_size = max(1, int(script.get("chunk_size", 16)))
         self.delay = float(script.get("delay_ms", 0)) / 1000
         self._failures: dict[int, int] = {}
+        self._next_turn = 0
 
     @classmethod
     def from_file(cls, path: str) -> ScriptModel:
@@ -104,7 +106,7 @@ class ScriptModel:
         return None
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        turn = sum(1 for m in request.messages if m.role == "assistant")
+        turn = max(self._next_turn, sum(1 for m in request.messages if m.role == "assistant"))
         entry = self._entry_for(turn)
         if entry is None:
             entry = {"text": "(the script has no more turns)"}
@@ -146,6 +148,7 @@ class ScriptModel:
         )
         has_tools = any(isinstance(b, ToolUseBlock) for b in blocks)
         stop = str(entry.get("stop_reason") or ("tool_use" if has_tools else "end_turn"))
+        self._next_turn = turn + 1
         yield TurnComplete(Message("assistant", blocks), stop, usage)
 
     def _chunks(self, text: str) -> list[str]:

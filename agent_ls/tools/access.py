@@ -21,7 +21,9 @@ async def authorize_path(ctx: ToolContext, tool: str, path: Path, *, write: bool
         return f"{tool} on {shown} is denied by the user's permission rules."
     if perms.mode == "bypassPermissions":
         return None
-    named = path in ctx.named_paths
+    named = path in ctx.named_paths or (
+        not write and any(path.is_relative_to(folder) for folder in ctx.readable_paths)
+    )
     reasons: list[str] = []
     if not ctx.workspace.contains(path) and not named:
         reasons.append("it is outside the workspace")

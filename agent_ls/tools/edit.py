@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,14 @@ from agent_ls.edits import EditError, Hunk, diff_hunks, plan_replacement, unifie
 from agent_ls.tools.access import authorize_path
 from agent_ls.tools.registry import Tool, ToolContext, ToolResult
 from agent_ls.workspace import FileProblem
+
+# Edits to one file are serialised across sessions: the second waits, then finds the file
+# changed since its read and is told to read it again.
+_FILE_LOCKS: dict[Path, asyncio.Lock] = {}
+
+
+def file_lock(path: Path) -> asyncio.Lock:
+    return _FILE_LOCKS.setdefault(path, asyncio.Lock())
 
 
 class EditFileInput(BaseModel):
@@ -112,6 +121,10 @@ class EditFile(Tool[EditFileInput]):
 
     async def run(self, args: EditFileInput, ctx: ToolContext) -> ToolResult:
         path = ctx.workspace.resolve(args.file_path)
+        async with file_lock(path):
+            return await self._edit(path, args, ctx)
+
+    async def _edit(self, path: Path, args: EditFileInput, ctx: ToolContext) -> ToolResult:
         if not ctx.workspace.exists(path):
             return ToolResult(
                 f"{args.file_path} does not exist: use write_file to create it.", is_error=True
@@ -145,6 +158,10 @@ class WriteFile(Tool[WriteFileInput]):
 
     async def run(self, args: WriteFileInput, ctx: ToolContext) -> ToolResult:
         path = ctx.workspace.resolve(args.file_path)
+        async with file_lock(path):
+            return await self._write(path, args, ctx)
+
+    async def _write(self, path: Path, args: WriteFileInput, ctx: ToolContext) -> ToolResult:
         if path.is_dir():
             return ToolResult(f"{args.file_path} is a directory.", is_error=True)
         refusal = await authorize_path(ctx, self.name, path, write=True)

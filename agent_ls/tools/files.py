@@ -11,6 +11,7 @@ from agent_ls.tools.registry import Tool, ToolContext, ToolResult
 
 DEFAULT_LIMIT = 2000
 LINE_CHAR_CAP = 2000
+OUTPUT_CHAR_CAP = 60_000  # a page of output; the model pages on with offset
 
 
 class ReadFileInput(BaseModel):
@@ -27,11 +28,15 @@ def number_lines(text: str, offset: int, limit: int) -> tuple[str, int]:
     if lines and lines[-1] == "":
         lines.pop()
     total = len(lines)
-    shown = []
+    shown: list[str] = []
+    size = 0
     for number in range(offset, min(total, offset + limit - 1) + 1):
         line = lines[number - 1].rstrip("\r")
         if len(line) > LINE_CHAR_CAP:
             line = line[:LINE_CHAR_CAP] + f" [... {len(line) - LINE_CHAR_CAP} more characters]"
+        size += len(line) + 8
+        if shown and size > OUTPUT_CHAR_CAP:
+            break
         shown.append(f"{number:>6}\t{line}")
     return "\n".join(shown), total
 
@@ -42,6 +47,7 @@ class ReadFile(Tool[ReadFileInput]):
     kind = "read"
     read_only = True
     concurrency_safe = True
+    persist_large_results = False
 
     def title(self, args: ReadFileInput) -> str:
         return f"Read {args.file_path}"
@@ -59,6 +65,7 @@ class ReadFile(Tool[ReadFileInput]):
         offset = args.offset or 1
         limit = args.limit or DEFAULT_LIMIT
         body, total = number_lines(view.text, offset, limit)
+        shown_lines = body.count("\n") + 1 if body else 0
         shown = ctx.workspace.display(path)
         if total == 0:
             return ToolResult(f"{shown} is empty.")
@@ -66,7 +73,7 @@ class ReadFile(Tool[ReadFileInput]):
             return ToolResult(
                 f"{shown} has only {total} lines; offset {offset} is past the end.", is_error=True
             )
-        last = min(total, offset + limit - 1)
+        last = min(total, offset + shown_lines - 1)
         notes = []
         if view.from_buffer:
             notes.append("as open in the editor, including unsaved changes")

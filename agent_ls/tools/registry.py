@@ -49,6 +49,7 @@ class ToolContext:
     tool_call_id: str = ""
     edited_paths: set[Path] = field(default_factory=set)
     named_paths: set[Path] = field(default_factory=set)  # paths the user named in the prompt
+    readable_paths: set[Path] = field(default_factory=set)  # folders always readable
 
     def stream(self, text: str) -> None:
         """Stream partial output of the running tool to the editor."""
@@ -73,6 +74,9 @@ class Tool(ABC, Generic[InputT]):
     kind: ClassVar[str] = "other"  # ACP tool kind
     read_only: ClassVar[bool] = False
     concurrency_safe: ClassVar[bool] = False
+    # Large results are stored in the session folder and shown as head and tail; tools that
+    # page their own output (read_file) opt out.
+    persist_large_results: ClassVar[bool] = True
 
     def spec(self) -> ToolSpec:
         return ToolSpec(

@@ -19,7 +19,7 @@ from agent_ls.agent.port import Unsupported
 from agent_ls.tools.registry import Tool, ToolContext, ToolResult, cap_text
 
 MAX_TIMEOUT_MS = 600_000
-OUTPUT_CAP = 30_000
+OUTPUT_CAP = 200_000  # head and tail kept; the loop stores large results
 STREAM_INTERVAL = 0.1
 SCRUBBED_ENV = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_AUTH_TOKEN", "AGENT_LS_MODEL")
 

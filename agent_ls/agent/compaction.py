@@ -1,0 +1,48 @@
+"""Compaction: replace a long history with a summary the model writes, to free the window.
+
+The summary call is the only model call besides the loop's turns; it is shown in progress.
+"""
+
+from __future__ import annotations
+
+from agent_ls import prompts
+from agent_ls.agent.messages import Message, TextBlock, Usage
+from agent_ls.agent.session import Session
+from agent_ls.models.base import Model, ModelError, ModelRequest, TurnComplete
+
+SUMMARY_MAX_TOKENS = 4096
+
+
+def needs_compaction(session: Session, model: Model, threshold: float) -> bool:
+    """True when the last request filled ``threshold`` of the model's context window."""
+    return session.last_context_tokens >= threshold * model.context_window
+
+
+async def compact(session: Session, model: Model, system_prompt: str) -> Usage:
+    """Summarise the history with ``prompts/compact.md`` and restart it from the summary.
+
+    Returns the usage of the summary call. Raises :class:`ModelError` when it fails, leaving
+    the history unchanged.
+    """
+    if not session.history:
+        return Usage()
+    history = list(session.history)
+    session.close_dangling_tool_uses("Interrupted by compaction.")
+    history = list(session.history)
+    request = ModelRequest(
+        system=system_prompt,
+        tools=[],
+        messages=[*history, Message("user", [TextBlock(prompts.load("compact.md"))])],
+        max_tokens=SUMMARY_MAX_TOKENS,
+    )
+    complete: TurnComplete | None = None
+    async for event in model.stream(request):
+        if isinstance(event, TurnComplete):
+            complete = event
+    if complete is None or not complete.message.text().strip():
+        raise ModelError("compaction produced no summary", retryable=True)
+    summary = complete.message.text().strip()
+    restarted = Message("user", [TextBlock(prompts.load("compacted.md").format(summary=summary))])
+    session.replace_history([restarted], summary)
+    session.last_context_tokens = 0
+    return complete.usage
