@@ -31,7 +31,7 @@ from pygls.protocol.language_server import lsp_method
 from agent_ls import __version__
 
 if TYPE_CHECKING:
-    from agent_ls.agent.loop import RunResult
+    from agent_ls.agent.loop import AgentLoop, RunResult
     from agent_ls.agent.port import Buffer
     from agent_ls.agent.session import Session
     from agent_ls.models.base import Model
@@ -468,7 +468,14 @@ async def cmd_compact(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
 
     params = SessionParams.model_validate(raw)
     session = ls.session(params.session_id)
-    return {"sessionId": session.id, "compacted": False, "reason": "compaction is not built yet"}
+    if not session.history:
+        return {"sessionId": session.id, "compacted": False, "reason": "the session is empty"}
+    result = await _run(ls, session, "Compact", "compacting the conversation", _compact)
+    return {**result, "compacted": result["stopReason"] == "end_turn"}
+
+
+def _compact(loop: AgentLoop) -> Awaitable[RunResult]:
+    return loop.compact_now()
 
 
 @command("agent.setMode")
@@ -562,6 +569,17 @@ async def run_agent(
     ls: AgentServer, session: Session, prompt: str, *, title: str
 ) -> dict[str, Any]:
     """Run one ask in ``session`` with progress, streaming and every cancel path."""
+    first_line = prompt.strip().splitlines()[0] if prompt.strip() else title
+    return await _run(ls, session, title, first_line, lambda loop: loop.run(prompt))
+
+
+async def _run(
+    ls: AgentServer,
+    session: Session,
+    title: str,
+    message: str,
+    action: Callable[[AgentLoop], Awaitable[RunResult]],
+) -> dict[str, Any]:
     from agent_ls.agent.loop import AgentLoop, RunResult
     from agent_ls.agent.prompt import build_system_prompt
     from agent_ls.lsp_port import LspEditorPort
@@ -572,7 +590,7 @@ async def run_agent(
             f"session {session.id} is already running; cancel it (agent.cancel) or wait",
             REQUEST_FAILED,
         )
-    token = await _begin_progress(ls, title, prompt.strip().splitlines()[0] if prompt else title)
+    token = await _begin_progress(ls, title, message)
     port = LspEditorPort(ls, session.id, token)
     workspace = ls.agent_workspace()
     try:
@@ -595,7 +613,7 @@ async def run_agent(
         settings=ls.settings,
         system_prompt=ls.state.system_prompts[session.id],
     )
-    task = asyncio.ensure_future(loop.run(prompt))
+    task = asyncio.ensure_future(action(loop))
     run = ActiveRun(session.id, task, token)
     ls.state.runs[session.id] = run
     protocol: AgentProtocol = ls.protocol  # type: ignore[assignment]

@@ -249,3 +249,24 @@ async def test_edited_buffers_are_saved_before_a_command_runs(workspace: Path) -
         text = shell["content"][0]["content"]["text"]
         assert "not saved" in text and "app.py" in text
         assert "Hello" in text  # the command saw the disk version
+
+
+async def test_compact_on_demand_summarises_the_session(workspace: Path) -> None:
+    script = {
+        "turns": [
+            {"text": "first answer"},
+            {"text": "SUMMARY: the user asked one thing."},
+            {"text": "after compaction"},
+        ]
+    }
+    async with editor(workspace, script=script) as ed:
+        empty = await ed.command("agent.compact", {})
+        assert empty["compacted"] is False
+        await ed.ask("one thing")
+        compacted = await ed.command("agent.compact", {}, work_done_token="c-1")
+        assert compacted["compacted"] is True and compacted["stopReason"] == "end_turn"
+        assert ed.client.progress_reports["c-1"][0].title == "Compact"
+        again = await ed.ask("and then?")
+        assert again["text"] == "after compaction"
+        sessions = await ed.command("agent.sessions", {})
+        assert sessions["sessions"][0]["turns"] == 1  # history restarted from the summary

@@ -149,6 +149,21 @@ class AgentLoop:
         session.cost_usd += cost
         return RunResult(session.id, stop, "".join(texts), usage, cost, error)
 
+    async def compact_now(self) -> RunResult:
+        """``agent.compact``: summarise the history on demand."""
+        usage = Usage()
+        stop, error = "end_turn", None
+        try:
+            await self.compact(usage)
+        except asyncio.CancelledError:
+            stop = "cancelled"
+        except ModelError as exc:
+            stop, error = "error", str(exc)
+        cost = self._cost(usage)
+        self.session.usage.add(usage)
+        self.session.cost_usd += cost
+        return RunResult(self.session.id, stop, "", usage, cost, error)
+
     async def compact(self, usage: Usage) -> None:
         """Summarise the history now (visible in progress), counting the call's tokens."""
         used = self.session.last_context_tokens
