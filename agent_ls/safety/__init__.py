@@ -1,0 +1,1 @@
+"""Safety: the tree-sitter-bash shell command classifier and the permission rules built on it."""
