@@ -1,0 +1,544 @@
+"""list_files and grep_search against the real rg on real temporary trees."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from agent_ls.agent.port import Buffer
+from agent_ls.settings import Settings
+from agent_ls.tools.registry import ToolContext, ToolResult
+from agent_ls.tools.search import (
+    GrepSearch,
+    GrepSearchInput,
+    ListFiles,
+    ListFilesInput,
+    _disk_states,
+    glob_to_regex,
+    rg_binary,
+    run_rg,
+)
+from agent_ls.workspace import ReadState, Workspace
+
+pytestmark = pytest.mark.skipif(rg_binary() is None, reason="rg is not installed")
+
+
+class BufferedWorkspace(Workspace):
+    """A workspace with editor buffers, as the server will give it."""
+
+    def __init__(self, roots: list[Path], texts: dict[Path, str] | None = None) -> None:
+        self.open: dict[Path, Buffer] = {}
+        super().__init__(roots, buffers=lambda p: self.open.get(p))
+        for path, text in (texts or {}).items():
+            self.open_buffer(path, text)
+
+    def open_buffer(self, path: Path, text: str) -> None:
+        path = path.resolve()
+        self.open[path] = Buffer(path, text, 1)
+
+    def open_buffers(self) -> list[Buffer]:
+        return list(self.open.values())
+
+
+def make_ctx(workspace: Workspace) -> ToolContext:
+    return ToolContext(
+        workspace=workspace,
+        port=cast(Any, object()),  # search never talks to the editor
+        read_state=ReadState(),
+        permissions=cast(Any, None),
+        settings=Settings(),
+        session_id="s1",
+    )
+
+
+def write(root: Path, rel: str, text: str | bytes = "") -> Path:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+async def list_files(ws: Workspace, pattern: str, path: str | None = None) -> ToolResult:
+    tool = ListFiles()
+    return await tool.run(tool.parse({"pattern": pattern, "path": path}), make_ctx(ws))
+
+
+async def grep(
+    ws: Workspace,
+    pattern: str,
+    path: str | None = None,
+    include: str | None = None,
+    tool: GrepSearch | None = None,
+) -> ToolResult:
+    tool = tool or GrepSearch()
+    raw = {"pattern": pattern, "path": path, "include": include}
+    return await tool.run(tool.parse(raw), make_ctx(ws))
+
+
+def lines(result: ToolResult) -> list[str]:
+    assert not result.is_error, result.content
+    return result.content.splitlines()
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    write(root, ".gitignore", "build/\n*.log\n")
+    write(root, "src/app.py", "import os\n\ndef main():\n    return os.getcwd()\n")
+    write(root, "src/util/helpers.py", "def helper():\n    return 42  # TODO tidy\n")
+    write(root, "src/util/notes.md", "TODO: write notes\n")
+    write(root, "README.md", "# Project\nmain entry is src/app.py\n")
+    write(root, "build/gen.py", "def main():\n    pass  # generated TODO\n")
+    write(root, "debug.log", "TODO in a log\n")
+    write(root, ".config/settings.py", "DEBUG = True  # TODO\n")
+    write(root, "pkg/.gitignore", "secret.py\n")
+    write(root, "pkg/secret.py", "TODO hidden by a nested ignore\n")
+    write(root, "pkg/public.py", "x = 1\n")
+    return root
+
+
+def git_init(root: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    write(root, ".git/info/marker.py", "TODO inside .git\n")
+
+
+# --------------------------------------------------------------------------- list_files
+
+
+@pytest.mark.parametrize("in_git", [False, True], ids=["no-git", "git"])
+async def test_list_files_honours_gitignore(tree: Path, in_git: bool) -> None:
+    if in_git:
+        git_init(tree)
+    result = await list_files(Workspace([tree]), "**/*.py")
+    assert sorted(lines(result)) == [
+        ".config/settings.py",
+        "pkg/public.py",
+        "src/app.py",
+        "src/util/helpers.py",
+    ]
+
+
+async def test_list_files_globs(tree: Path) -> None:
+    ws = Workspace([tree])
+    assert sorted(lines(await list_files(ws, "*.md"))) == ["README.md", "src/util/notes.md"]
+    assert sorted(lines(await list_files(ws, "src/**"))) == [
+        "src/app.py",
+        "src/util/helpers.py",
+        "src/util/notes.md",
+    ]
+    assert lines(await list_files(ws, "*.{md,log}")).count("debug.log") == 0
+    # with a path, the glob is relative to it and results stay relative to the root
+    assert sorted(lines(await list_files(ws, "util/*", path="src"))) == [
+        "src/util/helpers.py",
+        "src/util/notes.md",
+    ]
+    # an absolute glob inside the listed directory works too
+    abs_glob = (tree / "src" / "util" / "*.md").as_posix()
+    assert lines(await list_files(ws, abs_glob, path="src")) == ["src/util/notes.md"]
+
+
+async def test_list_files_named_directories(tree: Path) -> None:
+    ws = Workspace([tree])
+    # an ignored directory named in the glob (or as path) is listed, as rg does for named paths
+    assert lines(await list_files(ws, "build/**")) == ["build/gen.py"]
+    assert lines(await list_files(ws, "*", path="build")) == ["build/gen.py"]
+    # .git stays out even when named
+    git_init(tree)
+    assert (await list_files(ws, ".git/**")).content == "No files match .git/**"
+    # only the ignore files decide: `*` does not let ignored files in
+    assert "debug.log" not in lines(await list_files(ws, "*"))
+    assert "pkg/secret.py" not in lines(await list_files(ws, "*"))
+
+
+async def test_list_files_glob_spellings(tree: Path) -> None:
+    ws = Workspace([tree])
+    util = ["src/util/helpers.py", "src/util/notes.md"]
+    assert sorted(lines(await list_files(ws, "src/util/"))) == util
+    assert sorted(lines(await list_files(ws, "./src/util/*"))) == util
+    assert sorted(lines(await list_files(ws, "/src/util/*"))) == util
+    assert lines(await list_files(ws, "src/*/h?lpers.[pq]y")) == ["src/util/helpers.py"]
+
+
+async def test_list_files_newest_first(tree: Path) -> None:
+    for i, rel in enumerate(["src/util/helpers.py", "src/app.py", "pkg/public.py"]):
+        os.utime(tree / rel, (1_000_000 + i, 1_000_000 + i))
+    os.utime(tree / ".config/settings.py", (2_000_000, 2_000_000))
+    result = await list_files(Workspace([tree]), "*.py")
+    assert lines(result) == [
+        ".config/settings.py",
+        "pkg/public.py",
+        "src/app.py",
+        "src/util/helpers.py",
+    ]
+
+
+async def test_list_files_no_match_and_bad_paths(tree: Path, tmp_path: Path) -> None:
+    ws = Workspace([tree])
+    result = await list_files(ws, "**/*.rs")
+    assert not result.is_error
+    assert result.content == "No files match **/*.rs"
+
+    outside = await list_files(ws, "*", path=str(tmp_path))
+    assert outside.is_error and "outside the workspace" in outside.content
+    missing = await list_files(ws, "*", path="nope")
+    assert missing.is_error and "no such file or directory" in missing.content
+    bad_glob = await list_files(ws, "[")
+    assert bad_glob.is_error and "glob" in bad_glob.content
+
+
+async def test_list_files_cap(tmp_path: Path) -> None:
+    for i in range(1050):
+        write(tmp_path, f"d{i % 7}/f{i:04}.txt", "x")
+    result = await list_files(Workspace([tmp_path]), "*.txt")
+    out = lines(result)
+    assert len(out) == 1001
+    assert out[-1] == "(50 more files not shown; narrow the pattern)"
+    assert result.raw_output == {"count": 1050}
+
+
+async def test_list_files_shows_unsaved_new_buffer(tree: Path) -> None:
+    ws = BufferedWorkspace([tree], {tree / "src/new_mod.py": "x = 1\n"})
+    assert "src/new_mod.py" in lines(await list_files(ws, "*.py"))
+    assert "src/new_mod.py" not in lines(await list_files(ws, "*.md"))
+
+
+# --------------------------------------------------------------------------- grep_search
+
+
+@pytest.mark.parametrize("in_git", [False, True], ids=["no-git", "git"])
+async def test_grep_honours_gitignore(tree: Path, in_git: bool) -> None:
+    if in_git:
+        git_init(tree)
+    result = await grep(Workspace([tree]), "TODO")
+    assert lines(result) == [
+        ".config/settings.py:1: DEBUG = True  # TODO",
+        "src/util/helpers.py:2:     return 42  # TODO tidy",
+        "src/util/notes.md:1: TODO: write notes",
+    ]
+    assert result.raw_output == {"matches": 3, "files": 3}
+
+
+async def test_grep_regex_include_and_path(tree: Path) -> None:
+    ws = Workspace([tree])
+    assert lines(await grep(ws, r"^def \w+\(\):")) == [
+        "src/app.py:3: def main():",
+        "src/util/helpers.py:1: def helper():",
+    ]
+    assert lines(await grep(ws, "TODO", include="*.md")) == [
+        "src/util/notes.md:1: TODO: write notes"
+    ]
+    assert lines(await grep(ws, "TODO", path="src/util", include="*.py")) == [
+        "src/util/helpers.py:2:     return 42  # TODO tidy"
+    ]
+    # a named file is searched even when ignored, like rg does
+    assert lines(await grep(ws, "TODO", path="build/gen.py")) == [
+        "build/gen.py:2:     pass  # generated TODO"
+    ]
+    assert lines(await grep(ws, "(?i)project")) == ["README.md:1: # Project"]
+
+
+async def test_grep_include_with_directories(tree: Path) -> None:
+    ws = Workspace([tree])
+    assert lines(await grep(ws, "TODO", include="src/**/*.py")) == [
+        "src/util/helpers.py:2:     return 42  # TODO tidy"
+    ]
+    assert (await grep(ws, "TODO", include="src/*.md")).content == "No matches for TODO"
+    assert lines(await grep(ws, "TODO", include="!*.py")) == [
+        "src/util/notes.md:1: TODO: write notes"
+    ]
+    # a negated glob with a directory part only drops that directory's files
+    assert lines(await grep(ws, "TODO", include="!src/util/*.md")) == [
+        ".config/settings.py:1: DEBUG = True  # TODO",
+        "src/util/helpers.py:2:     return 42  # TODO tidy",
+    ]
+    assert lines(await grep(ws, "TODO", include="{src/util/*.md,.config/*}")) == [
+        ".config/settings.py:1: DEBUG = True  # TODO",
+        "src/util/notes.md:1: TODO: write notes",
+    ]
+
+
+async def test_grep_no_match(tree: Path) -> None:
+    result = await grep(Workspace([tree]), "no_such_symbol_anywhere")
+    assert not result.is_error
+    assert result.content == "No matches for no_such_symbol_anywhere"
+
+
+async def test_grep_regex_error_is_cleaned_up(tree: Path) -> None:
+    result = await grep(Workspace([tree]), "foo(")
+    assert result.is_error
+    assert "invalid regex 'foo('" in result.content
+    assert "unclosed group" in result.content
+    assert "(?:" not in result.content and "rg:" not in result.content
+
+    lookaround = await grep(Workspace([tree]), "x(?<=a)b")
+    assert lookaround.is_error and "look-around" in lookaround.content
+    # the carets still point at the offending part of the model's pattern
+    pattern_line, caret_line = lookaround.content.splitlines()[1:3]
+    assert pattern_line.strip() == "x(?<=a)b"
+    assert caret_line.index("^") == pattern_line.index("(")
+
+    newline = await grep(Workspace([tree]), "a\nb")
+    assert newline.is_error and "one line at a time" in newline.content
+
+
+async def test_grep_bad_include_glob(tree: Path) -> None:
+    result = await grep(Workspace([tree]), "TODO", include="a{b")
+    assert result.is_error and "glob" in result.content
+
+
+async def test_grep_caps_matches_with_note(tmp_path: Path) -> None:
+    for i in range(3):
+        write(tmp_path, f"f{i}.txt", "".join(f"hit {n}\n" for n in range(100)))
+    result = await grep(Workspace([tmp_path]), "hit")
+    out = lines(result)
+    assert len([line for line in out if ": hit " in line]) == 200
+    assert out[0] == "f0.txt:1: hit 0"
+    assert out[-1] == (
+        "(100 more matches not shown, 300 in 3 files; narrow the pattern, path or include glob)"
+    )
+
+
+async def test_grep_caps_characters(tmp_path: Path) -> None:
+    write(tmp_path, "wide.txt", "".join(f"hit {n} " + "w" * 280 + "\n" for n in range(150)))
+    result = await grep(Workspace([tmp_path]), "hit")
+    assert len(result.content) <= 30_000
+    assert "more matches not shown, 150 in 1 file;" in result.content
+
+
+async def test_grep_long_line_is_clipped_around_the_match(tmp_path: Path) -> None:
+    write(tmp_path, "min.js", "a" * 5000 + "NEEDLE" + "b" * 5000 + "\n")
+    out = lines(await grep(Workspace([tmp_path]), "NEEDLE"))
+    assert len(out) == 1
+    assert "NEEDLE" in out[0]
+    assert len(out[0]) < 400
+    assert out[0].endswith("[line of 10,006 chars]")
+
+
+async def test_grep_non_utf8_content(tmp_path: Path) -> None:
+    write(tmp_path, "latin1.txt", "café = 'needle'\n".encode("latin-1"))
+    out = lines(await grep(Workspace([tmp_path]), "needle"))
+    assert out == ["latin1.txt:1: caf\ufffd = 'needle'"]
+
+
+async def test_grep_open_buffer_wins_over_disk(tree: Path) -> None:
+    app = tree / "src/app.py"
+    ws = BufferedWorkspace(
+        [tree], {app: "import os\n\ndef start():\n    return os.getcwd()  # TODO unsaved\n"}
+    )
+    # the disk copy's `main` is gone from the editor's view; the buffer's `start` is found
+    assert lines(await grep(ws, r"def \w+\(")) == [
+        "src/app.py:3: def start():",
+        "src/util/helpers.py:1: def helper():",
+    ]
+    todo = lines(await grep(ws, "TODO", path="src"))
+    assert "src/app.py:4:     return os.getcwd()  # TODO unsaved" in todo
+    assert len(todo) == 3
+    # the include glob and the path still apply to buffers
+    assert lines(await grep(ws, "TODO", include="*.md")) == [
+        "src/util/notes.md:1: TODO: write notes"
+    ]
+    assert "src/app.py" not in (await grep(ws, "unsaved", path="pkg")).content
+    # a file given as the path is searched in its buffer
+    assert lines(await grep(ws, "unsaved", path="src/app.py")) == [
+        "src/app.py:4:     return os.getcwd()  # TODO unsaved"
+    ]
+
+
+async def test_grep_buffer_of_ignored_file_stays_ignored(tree: Path) -> None:
+    ws = BufferedWorkspace([tree], {tree / "build/gen.py": "UNSAVED_MARKER\n"})
+    result = await grep(ws, "UNSAVED_MARKER")
+    assert result.content == "No matches for UNSAVED_MARKER"
+    ws.open_buffer(tree / "pkg/secret.py", "UNSAVED_MARKER\n")
+    assert (await grep(ws, "UNSAVED_MARKER")).content == "No matches for UNSAVED_MARKER"
+
+
+async def test_grep_unchanged_buffer_is_left_to_rg(tree: Path) -> None:
+    app = tree / "src/app.py"
+    ws = BufferedWorkspace([tree], {app: app.read_text()})
+    assert lines(await grep(ws, "getcwd")) == ["src/app.py:4:     return os.getcwd()"]
+
+
+async def test_grep_buffer_of_a_bom_file_is_not_dirty(tree: Path) -> None:
+    path = write(tree, "bom.py", b"\xef\xbb\xbfBOM_MARK = 1\n")
+    ws = BufferedWorkspace([tree], {path: "BOM_MARK = 1\n"})
+    # editors hide the BOM: the buffer holds what the disk holds, so rg's result stands
+    assert _disk_states(ws.open_buffers()) == ["same"]
+    assert lines(await grep(ws, "^BOM_MARK")) == ["bom.py:1: BOM_MARK = 1"]
+
+
+async def test_grep_unsaved_new_buffer(tree: Path) -> None:
+    ws = BufferedWorkspace([tree], {tree / "src/fresh.py": "FRESH = 1\n"})
+    assert lines(await grep(ws, "FRESH")) == ["src/fresh.py:1: FRESH = 1"]
+    assert (await grep(ws, "FRESH", include="*.md")).content == "No matches for FRESH"
+
+
+async def test_grep_buffer_with_rg_only_syntax(tree: Path) -> None:
+    # \p{Lu} is not Python syntax: the buffer is searched by rg itself
+    ws = BufferedWorkspace([tree], {tree / "src/app.py": "x = 1\nÉtat = 2\n"})
+    assert lines(await grep(ws, r"^\p{Lu}\w+ =", path="src")) == ["src/app.py:2: État = 2"]
+
+
+async def test_multi_root_workspace(tmp_path: Path) -> None:
+    front, back = tmp_path / "front", tmp_path / "back"
+    write(front, "app.ts", "const NEEDLE = 1\n")
+    write(back, "srv.py", "NEEDLE = 2\n")
+    ws = Workspace([front, back])
+    assert sorted(lines(await grep(ws, "NEEDLE"))) == [
+        "app.ts:1: const NEEDLE = 1",
+        "srv.py:1: NEEDLE = 2",
+    ]
+    assert sorted(lines(await list_files(ws, "*"))) == ["app.ts", "srv.py"]
+
+
+async def test_grep_bad_regex_on_a_buffer_only_file(tree: Path) -> None:
+    ws = BufferedWorkspace([tree], {tree / "draft.py": "x = 1\n"})
+    result = await grep(ws, r"\p{Lu", path="draft.py")
+    assert result.is_error and "invalid regex" in result.content
+
+
+# --------------------------------------------------------------------------- cancellation
+
+
+def rg_children() -> list[int]:
+    """Live or unreaped rg processes whose parent is this test process."""
+    found = []
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+        if ppid == me and comm == "rg":
+            found.append(int(entry))
+    return found
+
+
+async def wait_for_rg_child() -> None:
+    async with asyncio.timeout(5):
+        for _ in range(100_000):
+            if rg_children():
+                return
+            await asyncio.sleep(0.005)
+
+
+needs_proc = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+
+
+@needs_proc
+async def test_cancel_kills_rg(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)  # rg blocks opening a named FIFO nobody writes to
+    task = asyncio.create_task(grep(Workspace([tmp_path]), "x", path="pipe"))
+    await wait_for_rg_child()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert rg_children() == []
+
+
+@needs_proc
+async def test_timeout_kills_rg(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    result = await grep(Workspace([tmp_path]), "x", path="pipe", tool=GrepSearch(timeout=0.3))
+    assert result.is_error and "timed out after 0.3 s" in result.content
+    assert rg_children() == []
+
+
+@pytest.fixture(scope="module")
+def big_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("big")
+    body = "".join(f"line {n} with some words in it\n" for n in range(400))
+    for i in range(600):
+        write(root, f"d{i % 20}/f{i}.txt", body)
+    return root
+
+
+@needs_proc
+async def test_cancel_on_a_larger_tree(big_tree: Path) -> None:
+    # Cancelling at any moment (spawning, streaming, parsing) must kill and reap rg promptly.
+    # With rg's output unread, Python 3.11's Process.wait() used to hang here.
+    delays = [0.0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05] * 3
+    for delay in delays:
+        task = asyncio.create_task(grep(Workspace([big_tree]), r"words \w+"))
+        await asyncio.sleep(delay)
+        task.cancel()
+        await asyncio.wait([task], timeout=10)
+        assert task.done(), f"cancellation after {delay} s did not finish"
+        assert task.cancelled() or not task.result().is_error
+        assert rg_children() == []
+
+
+@needs_proc
+async def test_stopping_early_kills_and_reaps_rg(big_tree: Path) -> None:
+    for _ in range(5):
+        seen: list[bytes] = []
+
+        def first_only(record: bytes, seen: list[bytes] = seen) -> bool:
+            seen.append(record)
+            return False
+
+        args = ["--json", "--no-config", "-e", "words", "--", str(big_tree)]
+        run = await asyncio.wait_for(run_rg(args, big_tree, first_only, time_limit=10), 10)
+        assert run.stopped and not run.timed_out and len(seen) == 1
+        assert rg_children() == []
+
+
+@needs_proc
+async def test_big_result_is_capped_and_counted(big_tree: Path) -> None:
+    result = await grep(Workspace([big_tree]), "words")
+    out = lines(result)
+    assert len(out) == 202  # 200 matches, a blank line, the note
+    assert out[-1].startswith("(more than 19,800 more matches not shown, more than 20,000 in")
+    assert rg_children() == []
+
+
+# --------------------------------------------------------------------------- tool surface
+
+
+def test_spec_titles_and_locations(tree: Path) -> None:
+    grep_tool, list_tool = GrepSearch(), ListFiles()
+    for tool in (grep_tool, list_tool):
+        spec = tool.spec()
+        assert spec.description
+        assert all(p.get("description") for p in spec.input_schema["properties"].values())
+        assert tool.read_only and tool.concurrency_safe and tool.kind == "search"
+    assert grep_tool.title(GrepSearchInput(pattern="foo", path="src")) == "grep 'foo' in src"
+    assert list_tool.title(ListFilesInput(pattern="*.py")) == "list *.py"
+    ctx = make_ctx(Workspace([tree]))
+    assert grep_tool.locations(GrepSearchInput(pattern="x", path="src"), ctx) == [
+        {"path": str(tree / "src")}
+    ]
+    assert list_tool.locations(ListFilesInput(pattern="x"), ctx) == [{"path": str(tree)}]
+
+
+@pytest.mark.parametrize(
+    ("glob", "path", "expected"),
+    [
+        ("*.py", "a/b/c.py", True),
+        ("*.py", "c.pyc", False),
+        ("src/**", "src/x/y.txt", True),
+        ("src/**", "lib/src/y.txt", False),
+        ("**/test_*.py", "tests/unit/test_a.py", True),
+        ("*.{ts,tsx}", "web/App.tsx", True),
+        ("!*.md", "README.md", False),
+        ("!*.md", "main.py", True),
+        ("file?.[ch]", "x/file1.c", True),
+    ],
+)
+def test_glob_approximation(glob: str, path: str, expected: bool) -> None:
+    regex = glob_to_regex(glob)
+    assert regex is not None
+    assert bool(regex.match(path)) is expected
