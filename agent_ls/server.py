@@ -25,7 +25,7 @@ from pygls.exceptions import (
     JsonRpcRequestCancelled,
 )
 from pygls.lsp.server import LanguageServer
-from pygls.protocol import LanguageServerProtocol
+from pygls.protocol import JsonRPCNotification, LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
 from agent_ls import __version__
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REQUEST_FAILED = -32803
+IGNORED_MESSAGE = "$/agent-ls/ignored"
 _command_params: contextvars.ContextVar[types.ExecuteCommandParams | None] = contextvars.ContextVar(
     "agent_ls_command_params", default=None
 )
@@ -69,6 +70,19 @@ class AgentProtocol(LanguageServerProtocol):
     ) -> Generator[Any, Any, Any]:
         _command_params.set(params)
         return (yield from super().lsp_workspace__execute_command(params))
+
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        """pygls drops a request whose params do not parse; answer it with -32602 instead."""
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as exc:
+            if "id" not in data or "method" not in data:
+                raise
+            error = JsonRpcInvalidParams(f"invalid params for {data['method']}")
+            if not isinstance(exc, JsonRpcInvalidParams):
+                error = JsonRpcInternalError(f"cannot read the {data['method']} request")
+            self._send_response(data["id"], error=error.to_response_error())
+            return JsonRPCNotification(method=IGNORED_MESSAGE, params=None, jsonrpc="2.0")
 
     def _handle_cancel_notification(self, msg_id: Any) -> None:
         task = self.running.get(msg_id)
@@ -253,6 +267,11 @@ def on_initialize(ls: AgentServer, params: types.InitializeParams) -> None:
 @server.feature(types.INITIALIZED)
 def on_initialized(ls: AgentServer, params: types.InitializedParams) -> None:
     ls.state.warm_task = asyncio.ensure_future(ls.warm())
+
+
+@server.feature(IGNORED_MESSAGE)
+def on_ignored(ls: AgentServer, params: Any) -> None:
+    """Stands in for a request already answered with an error (see structure_message)."""
 
 
 @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
