@@ -3,6 +3,14 @@
 The editor's view wins: an open buffer's unsaved text is what the agent reads and edits.
 Read-state records what the agent saw of each file so an edit over content it has not seen
 (or that changed since) is refused.
+
+Files on disk are UTF-8. A UTF-8 byte-order mark is not part of the text: editors strip it
+from the buffer they hold (VS Code "UTF-8 with BOM", Neovim 'bomb', Emacs
+``utf-8-with-signature``) and write it back on save, so LSP positions never count it. The same
+goes here: :func:`decode_text` strips it and says it was there, :func:`encode_text` puts it
+back, and offsets, positions and hunks all refer to the text without it. Binary files, UTF-16/32
+files and text in other encodings (Latin-1, Windows-1252...) are refused with the reason,
+never decoded lossily, so an edit cannot corrupt them.
 """
 
 from __future__ import annotations
@@ -17,7 +25,15 @@ from agent_ls.agent.port import Buffer
 
 BufferLookup = Callable[[Path], Buffer | None]
 
-BINARY_SNIFF_BYTES = 8192
+BINARY_SNIFF_BYTES = 8192  # as git: a NUL byte in the first 8 KB means binary
+MAX_TEXT_BYTES = 64 * 1024 * 1024  # larger files are not loaded at all
+UTF8_BOM = b"\xef\xbb\xbf"
+_UTF16_32_BOMS = (
+    (b"\xff\xfe\x00\x00", "UTF-32 (little-endian)"),
+    (b"\x00\x00\xfe\xff", "UTF-32 (big-endian)"),
+    (b"\xff\xfe", "UTF-16 (little-endian)"),
+    (b"\xfe\xff", "UTF-16 (big-endian)"),
+)
 
 
 class FileProblem(Exception):
@@ -32,6 +48,8 @@ class FileView:
     text: str
     version: int | None  # buffer version when open in the editor
     from_buffer: bool
+    bom: bool = False  # the file on disk starts with a UTF-8 BOM (not part of ``text``)
+    size: int | None = None  # bytes on disk, when read from disk
 
     @property
     def digest(self) -> str:
@@ -79,11 +97,21 @@ class ReadState:
 class Workspace:
     """Workspace folders, path resolution and buffer-aware file access."""
 
-    def __init__(self, roots: list[Path], buffers: BufferLookup | None = None):
+    def __init__(
+        self,
+        roots: list[Path],
+        buffers: BufferLookup | None = None,
+        all_buffers: Callable[[], list[Buffer]] | None = None,
+    ):
         if not roots:
             raise ValueError("a workspace needs at least one folder")
         self.roots = [r.resolve() for r in roots]
         self._buffers = buffers or (lambda _p: None)
+        self._all_buffers = all_buffers or list
+
+    def open_buffers(self) -> list[Buffer]:
+        """Every buffer open in the editor (search looks at their unsaved text)."""
+        return self._all_buffers()
 
     @property
     def root(self) -> Path:
@@ -120,15 +148,89 @@ class Workspace:
         buffer = self._buffers(path)
         if buffer is not None:
             return FileView(path, buffer.text, buffer.version, from_buffer=True)
-        return FileView(path, read_disk_text(path), None, from_buffer=False)
+        disk = read_disk(path)
+        return FileView(path, disk.text, None, False, bom=disk.bom, size=disk.size)
 
     def exists(self, path: Path) -> bool:
         return self._buffers(path) is not None or path.exists()
 
 
-def read_disk_text(path: Path) -> str:
+@dataclass(frozen=True, slots=True)
+class DiskText:
+    """A text file's content as decoded from disk."""
+
+    text: str  # without the byte-order mark
+    bom: bool  # the file starts with a UTF-8 BOM
+    size: int  # bytes on disk
+
+
+def human_size(n: int) -> str:
+    """``n`` bytes for people: 512 bytes, 3.4 KB, 10.0 MB."""
+    if n < 1024:
+        return f"{n} bytes"
+    if n < 1024 * 1024:
+        return f"{n / 1024:.1f} KB"
+    return f"{n / (1024 * 1024):.1f} MB"
+
+
+def decode_text(data: bytes, name: str | Path = "the file") -> DiskText:
+    """Decode a file's bytes as UTF-8 text, or raise :class:`FileProblem` saying why not.
+
+    A leading UTF-8 BOM is stripped (``bom`` says it was there). Refused: binary data (a NUL
+    byte in the first 8 KB), UTF-16/32 (by their BOM) and bytes that are not UTF-8, with the
+    place of the first bad byte and a guess at the encoding.
+    """
+    for mark, encoding in _UTF16_32_BOMS:
+        if data.startswith(mark):
+            raise FileProblem(
+                f"{name} is {encoding} text ({human_size(len(data))}); only UTF-8 files can be "
+                "read and edited here, so it is not shown."
+            )
+    bom = data.startswith(UTF8_BOM)
+    body = data[len(UTF8_BOM) :] if bom else data
+    if b"\0" in body[:BINARY_SNIFF_BYTES]:
+        raise FileProblem(
+            f"{name} is a binary file ({human_size(len(data))}, it contains NUL bytes); it is not "
+            "shown and cannot be edited as text."
+        )
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FileProblem(_not_utf8(name, body, exc.start)) from None
+    return DiskText(text, bom, len(data))
+
+
+def _not_utf8(name: str | Path, data: bytes, at: int) -> str:
+    line = data.count(b"\n", 0, at) + 1
+    column = at - (data.rfind(b"\n", 0, at) + 1) + 1
+    guess = ""
+    try:
+        data.decode("cp1252")
+        guess = " It looks like Latin-1/Windows-1252 text."
+    except UnicodeDecodeError:
+        pass
+    return (
+        f"{name} is not UTF-8 text: byte 0x{data[at]:02X} at line {line}, column {column} "
+        f"(byte offset {at}) is not valid UTF-8.{guess} It is not shown, and cannot be edited, "
+        "to avoid corrupting it; converting it to UTF-8 (e.g. with iconv) is the user's call."
+    )
+
+
+def encode_text(text: str, bom: bool = False) -> bytes:
+    """The bytes to write for ``text``: UTF-8, with the BOM back when the file had one."""
+    data = text.encode("utf-8", "surrogatepass")
+    return UTF8_BOM + data if bom and not text.startswith("\ufeff") else data
+
+
+def read_disk(path: Path) -> DiskText:
     """Read a text file from disk, refusing directories, binaries and non-UTF-8 text."""
     try:
+        size = path.stat().st_size
+        if size > MAX_TEXT_BYTES:
+            raise FileProblem(
+                f"{path} is too large to load ({human_size(size)}; the limit is "
+                f"{human_size(MAX_TEXT_BYTES)}); use grep_search or run_shell (head, sed -n) on it."
+            )
         data = path.read_bytes()
     except FileNotFoundError:
         raise FileProblem(f"{path} does not exist") from None
@@ -138,12 +240,9 @@ def read_disk_text(path: Path) -> str:
         raise FileProblem(f"{path} cannot be read: permission denied") from None
     except OSError as exc:
         raise FileProblem(f"{path} cannot be read: {exc.strerror or exc}") from None
-    if b"\0" in data[:BINARY_SNIFF_BYTES]:
-        raise FileProblem(f"{path} is a binary file ({len(data)} bytes); it is not shown")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise FileProblem(
-            f"{path} is not UTF-8 text (undecodable byte at offset {exc.start}); "
-            "it is not shown to avoid corrupting it"
-        ) from None
+    return decode_text(data, path)
+
+
+def read_disk_text(path: Path) -> str:
+    """The text of a file on disk as an editor holds it (UTF-8, without a BOM)."""
+    return read_disk(path).text

@@ -17,6 +17,7 @@ from lsprotocol import types
 
 from agent_ls.edits import Hunk, LineIndex, PositionEncoding, apply_hunks
 from agent_ls.lsp_port import uri_to_path
+from agent_ls.workspace import DiskText, FileProblem, encode_text, read_disk
 
 AcceptHunk = Callable[[Path, int, types.TextEdit | types.AnnotatedTextEdit], bool]
 
@@ -71,16 +72,17 @@ def apply_text_edits(
     return apply_hunks(text, hunks), accepted
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Write via a temp file in the same folder and rename, keeping the file's mode."""
+def write_atomically(path: Path, text: str, *, bom: bool = False) -> None:
+    """Write via a temp file in the same folder and rename, keeping the file's mode (and its
+    UTF-8 byte-order mark, which editors keep out of the buffer text)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = None
     with contextlib.suppress(FileNotFoundError):
         mode = path.stat().st_mode & 0o7777
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".agent-ls", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(encode_text(text, bom))
         if mode is not None:
             os.chmod(tmp, mode)
         os.replace(tmp, path)
@@ -106,20 +108,21 @@ def apply_to_disk(
         if path is None:
             return DiskResult(False, f"not a file URI: {file_edits.uri}")
         try:
-            before = path.read_text(encoding="utf-8") if path.exists() else ""
-        except (OSError, UnicodeDecodeError) as exc:
-            return DiskResult(False, f"cannot read {path}: {exc}")
+            disk = read_disk(path) if path.exists() else DiskText("", False, 0)
+        except FileProblem as exc:
+            return DiskResult(False, str(exc))
+        before = disk.text
         after, accepted = apply_text_edits(
             before, file_edits.edits, encoding, functools.partial(accept, path)
         )
         if not accepted and not (file_edits.create and not file_edits.edits):
             continue
         try:
-            current = path.read_text(encoding="utf-8") if path.exists() else ""
-        except (OSError, UnicodeDecodeError) as exc:
-            return DiskResult(False, f"cannot read {path}: {exc}")
+            current = read_disk(path).text if path.exists() else ""
+        except FileProblem as exc:
+            return DiskResult(False, str(exc))
         if current != before:
             return DiskResult(False, f"{path} changed on disk while the edit was reviewed")
-        write_atomically(path, after)
+        write_atomically(path, after, bom=disk.bom)
         any_applied = True
     return DiskResult(any_applied, None if any_applied else "the user rejected every change")

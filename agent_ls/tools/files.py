@@ -6,8 +6,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from agent_ls.edits import split_lines
 from agent_ls.tools.access import authorize_path
 from agent_ls.tools.registry import Tool, ToolContext, ToolResult
+from agent_ls.workspace import human_size
 
 DEFAULT_LIMIT = 2000
 LINE_CHAR_CAP = 2000
@@ -23,15 +25,17 @@ class ReadFileInput(BaseModel):
 
 
 def number_lines(text: str, offset: int, limit: int) -> tuple[str, int]:
-    """Lines ``offset``..``offset+limit-1`` numbered from 1, without ``\\r``; and the total."""
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
+    """Lines ``offset``..``offset+limit-1`` numbered from 1, and the total.
+
+    Lines break where LSP breaks them (``\\r\\n``, ``\\r``, ``\\n``) and are shown without
+    their endings, so the model never sees ``\\r`` and line numbers match the editor's.
+    """
+    lines = split_lines(text[1:] if text.startswith("\ufeff") else text)
     total = len(lines)
     shown: list[str] = []
     size = 0
     for number in range(offset, min(total, offset + limit - 1) + 1):
-        line = lines[number - 1].rstrip("\r")
+        line = lines[number - 1]
         if len(line) > LINE_CHAR_CAP:
             line = line[:LINE_CHAR_CAP] + f" [... {len(line) - LINE_CHAR_CAP} more characters]"
         size += len(line) + 8
@@ -78,6 +82,10 @@ class ReadFile(Tool[ReadFileInput]):
         if view.from_buffer:
             notes.append("as open in the editor, including unsaved changes")
         if offset > 1 or last < total:
-            notes.append(f"lines {offset}-{last} of {total}; use offset/limit for more")
+            size = view.size if view.size is not None else len(view.text.encode("utf-8", "replace"))
+            notes.append(
+                f"lines {offset}-{last} of {total}, {human_size(size)} in all; "
+                "use offset/limit for more"
+            )
         header = f"{shown}" + (f" ({'; '.join(notes)})" if notes else "")
         return ToolResult(f"{header}\n{body}")
