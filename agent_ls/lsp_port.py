@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 ALLOW, ALLOW_SESSION, DENY = "Allow", "Allow for this session", "Deny"
 APPLY, REJECT = "Apply", "Reject"
 SETTLE_SECONDS = 2.0
+COALESCE_SECONDS = 0.02  # at most ~50 text updates a second reach the editor
+CHUNK_KINDS = ("agent_message_chunk", "agent_thought_chunk")
 
 
 def path_to_uri(path: Path) -> str:
@@ -43,7 +45,8 @@ def uri_to_path(uri: str) -> Path | None:
     return Path(fs) if fs else None
 
 
-def _encoding(server: AgentServer) -> PositionEncoding:
+def position_encoding(server: AgentServer) -> PositionEncoding:
+    """The position encoding negotiated with the client."""
     enc = str(server.workspace.position_encoding or "utf-16")
     return enc if enc in ("utf-8", "utf-16", "utf-32") else "utf-16"  # type: ignore[return-value]
 
@@ -130,6 +133,10 @@ class LspEditorPort:
         self.server = server
         self.session_id = session_id
         self.token = token
+        self._pending: list[tuple[str, dict[str, Any]]] = []  # coalesced text chunks
+        self._last_sent = 0.0
+        self._flush_handle: asyncio.TimerHandle | None = None
+        self._unsupported: dict[str, str] = {}  # client requests that failed this run
 
     # -- buffers ---------------------------------------------------------------------
 
@@ -206,7 +213,7 @@ class LspEditorPort:
                 return EditOutcome(
                     "rejected", final_text=proposal.old_text, final_version=proposal.version
                 )
-        edit = build_workspace_edit(proposal, uri, caps, _encoding(server))
+        edit = build_workspace_edit(proposal, uri, caps, position_encoding(server))
         try:
             result = await self._request(
                 types.WORKSPACE_APPLY_EDIT,
@@ -217,10 +224,22 @@ class LspEditorPort:
             return EditOutcome("failed", reason="the editor did not answer the edit request")
         except JsonRpcException as exc:
             return EditOutcome("failed", reason=f"the editor refused the edit request: {exc}")
-        return await self._verify(proposal, bool(result.applied), result.failure_reason)
+        # Where the editor previews hunks itself, "applied" with an unchanged file means the
+        # user unticked everything. Where the user already said Apply (or nothing needed
+        # confirming), it means the editor has not sent the new text yet (eglot sends didChange
+        # only once the command returns).
+        trusted = not (proposal.needs_confirmation and has_annotations)
+        return await self._verify(
+            proposal, bool(result.applied), result.failure_reason, trust_applied=trusted
+        )
 
     async def _verify(
-        self, proposal: EditProposal, applied: bool, failure: str | None
+        self,
+        proposal: EditProposal,
+        applied: bool,
+        failure: str | None,
+        *,
+        trust_applied: bool = False,
     ) -> EditOutcome:
         """Compare what the editor (or disk) holds now with what was proposed."""
         deadline = asyncio.get_running_loop().time() + (SETTLE_SECONDS if applied else 0.2)
@@ -233,6 +252,10 @@ class LspEditorPort:
                 break
             await asyncio.sleep(0.02)
         if current is None or current == old:
+            if applied and trust_applied:
+                return EditOutcome(
+                    "unconfirmed", [], current, version, "the editor has not sent the new text yet"
+                )
             if applied:
                 reason = "the editor reported success but the file did not change"
                 return EditOutcome("rejected", [], current, version, reason)
@@ -251,6 +274,15 @@ class LspEditorPort:
     # -- requests that plugins implement -------------------------------------------------
 
     async def _client_request(self, method: str, params: dict[str, Any]) -> Any:
+        if method in self._unsupported:  # asked once this run: do not wait again
+            raise Unsupported(self._unsupported[method])
+        try:
+            return await self._client_request_once(method, params)
+        except Unsupported as exc:
+            self._unsupported[method] = str(exc)
+            raise
+
+    async def _client_request_once(self, method: str, params: dict[str, Any]) -> Any:
         try:
             return await self._request(method, params, self.server.settings.client_request_timeout)
         except TimeoutError:
@@ -276,9 +308,67 @@ class LspEditorPort:
     # -- streaming -----------------------------------------------------------------------
 
     def update(self, session_id: str, update: dict[str, Any]) -> None:
+        """Send an update; text chunks are coalesced to at most one per COALESCE_SECONDS.
+
+        A chunk is sent at once when the last send is older than that (so a slow model adds no
+        latency); otherwise it waits for a timer, merged with the chunks after it. Any other
+        update flushes the waiting chunks first, so order is kept.
+        """
+        kind = update.get("sessionUpdate")
+        if kind not in CHUNK_KINDS:
+            self.flush()
+            self._send(session_id, update)
+            if kind == "tool_call" and self.server.settings.follow_agent:
+                self._follow(update.get("locations") or [])
+            return
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        if not self._pending and now - self._last_sent >= COALESCE_SECONDS:
+            self._send(session_id, update)
+            return
+        last = self._pending[-1] if self._pending else None
+        if last is not None and last[0] == session_id and last[1]["sessionUpdate"] == kind:
+            merged = last[1]["content"]["text"] + update["content"]["text"]
+            last[1]["content"] = {"type": "text", "text": merged}
+        else:
+            self._pending.append((session_id, {**update, "content": dict(update["content"])}))
+        if self._flush_handle is None:
+            delay = max(0.0, COALESCE_SECONDS - (now - self._last_sent))
+            self._flush_handle = loop.call_later(delay, self.flush)
+
+    def _follow(self, locations: list[dict[str, Any]]) -> None:
+        """``followAgent``: reveal where the agent reads or edits, without taking focus."""
+        if not locations or not isinstance(locations[0].get("path"), str):
+            return
+        line = max(0, int(locations[0].get("line") or 1) - 1)
+        position = types.Position(line=line, character=0)
+        params = types.ShowDocumentParams(
+            uri=path_to_uri(Path(locations[0]["path"])),
+            take_focus=False,
+            selection=types.Range(start=position, end=position),
+        )
+        task = asyncio.ensure_future(
+            self._request(
+                types.WINDOW_SHOW_DOCUMENT, params, self.server.settings.client_request_timeout
+            )
+        )
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+    def flush(self) -> None:
+        """Send the coalesced chunks now (also called when a run ends)."""
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_handle = None
+        pending, self._pending = self._pending, []
+        for session_id, update in pending:
+            self._send(session_id, update)
+
+    def _send(self, session_id: str, update: dict[str, Any]) -> None:
         self.server.protocol.notify(
             UPDATE_NOTIFICATION, {"sessionId": session_id, "update": update}
         )
+        if update.get("sessionUpdate") in CHUNK_KINDS:
+            self._last_sent = asyncio.get_running_loop().time()
 
     def progress(self, message: str, percentage: int | None = None) -> None:
         if self.token is None:

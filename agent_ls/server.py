@@ -8,6 +8,7 @@ action, and runs the agent core (imported lazily, so ``initialize`` answers fast
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import importlib
 import logging
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REQUEST_FAILED = -32803
+FIX_WHOLE_FILE_LINES = 400  # agent.fix shows smaller files whole (no extra read_file turn)
 IGNORED_MESSAGE = "$/agent-ls/ignored"
 _command_params: contextvars.ContextVar[types.ExecuteCommandParams | None] = contextvars.ContextVar(
     "agent_ls_command_params", default=None
@@ -78,7 +80,7 @@ class AgentProtocol(LanguageServerProtocol):
         except JsonRpcException as exc:
             if "id" not in data or "method" not in data:
                 raise
-            error = JsonRpcInvalidParams(f"invalid params for {data['method']}")
+            error: JsonRpcException = JsonRpcInvalidParams(f"invalid params for {data['method']}")
             if not isinstance(exc, JsonRpcInvalidParams):
                 error = JsonRpcInternalError(f"cannot read the {data['method']} request")
             self._send_response(data["id"], error=error.to_response_error())
@@ -94,9 +96,9 @@ class AgentProtocol(LanguageServerProtocol):
 @dataclass
 class ActiveRun:
     session_id: str
-    task: asyncio.Task[RunResult]
-    token: str | int | None
+    token: str | int | None = None
     cancelled: bool = False
+    task: asyncio.Task[RunResult] = field(init=False)
 
 
 @dataclass
@@ -158,7 +160,18 @@ class AgentServer(LanguageServer):
     def agent_workspace(self) -> Workspace:
         from agent_ls.workspace import Workspace
 
-        return Workspace(self.roots(), buffers=self.open_buffer)
+        return Workspace(self.roots(), buffers=self.open_buffer, all_buffers=self.open_buffers)
+
+    def open_buffers(self) -> list[Buffer]:
+        from agent_ls.agent.port import Buffer
+        from agent_ls.lsp_port import uri_to_path
+
+        buffers = []
+        for uri, doc in list(self.workspace.text_documents.items()):
+            path = uri_to_path(uri)
+            if path is not None:
+                buffers.append(Buffer(path, doc.source, doc.version))
+        return buffers
 
     def display_path(self, path: Path) -> str:
         return self.agent_workspace().display(path)
@@ -183,9 +196,13 @@ class AgentServer(LanguageServer):
         buffer = self.open_buffer(path)
         if buffer is not None:
             return buffer.text, buffer.version
+        from agent_ls.workspace import FileProblem, read_disk_text
+
         try:
-            return path.read_text(encoding="utf-8"), None
-        except (OSError, UnicodeDecodeError):
+            # Not read_text: universal newlines would turn CRLF into LF; a BOM is stripped as
+            # editors do.
+            return read_disk_text(path), None
+        except FileProblem:
             return None, None
 
     # -- sessions, model, tools ----------------------------------------------------------------
@@ -239,17 +256,30 @@ class AgentServer(LanguageServer):
         return self.state.tools
 
     async def warm(self) -> None:
-        """Import the agent core and the model SDK off the event loop, after ``initialized``."""
+        """Import the agent core and the model SDK off the event loop, after ``initialized``.
+
+        Everything slow (pydantic models, tool schemas, the SDK and its client) happens in a
+        worker thread, so requests stay responsive while the server warms up.
+        """
         try:
-            await asyncio.to_thread(importlib.import_module, "agent_ls.agent.loop")
-            await asyncio.to_thread(self.tools().specs)
-            spec = self.settings.resolved_model()
-            provider = spec.partition(":")[0]
-            if provider in ("anthropic", "openai"):
-                await asyncio.to_thread(importlib.import_module, provider)
+            await asyncio.to_thread(_import_core)
+            self.state.tools = await asyncio.to_thread(_build_tools)
             await self.model().warm()
         except Exception as exc:  # the first ask reports it properly
             log.info("warm-up failed: %s", exc)
+
+
+def _import_core() -> None:
+    for name in ("agent_ls.settings", "agent_ls.protocol", "agent_ls.agent.loop"):
+        importlib.import_module(name)
+
+
+def _build_tools() -> ToolRegistry:
+    from agent_ls.tools.registry import default_tools
+
+    tools = default_tools()
+    tools.specs()  # builds and caches the JSON schemas
+    return tools
 
 
 server = AgentServer()
@@ -381,12 +411,28 @@ def command(name: str) -> Callable[[CommandHandler], CommandHandler]:
 async def cmd_ask(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
     from agent_ls.protocol import AskParams
 
+    from agent_ls.agent.context import attach
+    from agent_ls.lsp_port import position_encoding, uri_to_path
+
     params = AskParams.model_validate(raw)
     session = ls.session(params.session_id)
-    prompt = params.prompt
-    if params.uri:
-        prompt = _with_selection(ls, params.uri, raw.get("range")) + "\n\n" + prompt
-    return await run_agent(ls, session, prompt, title="Agent")
+    active_path = uri_to_path(params.uri) if params.uri else None
+    active_text = ls.current_text(active_path)[0] if active_path else None
+    context = attach(
+        params.prompt,
+        ls.agent_workspace(),
+        session.read_state,
+        session.named_paths,
+        active_path=active_path,
+        active_text=active_text,
+        selection=raw.get("range") if params.range is not None else None,
+        encoding=position_encoding(ls),
+    )
+    notes = ["context: " + ", ".join(context.notes)] if context.notes else []
+    first_line = params.prompt.strip().splitlines()[0] if params.prompt.strip() else "Agent"
+    return await run_agent(
+        ls, session, context.prefix(params.prompt), title="Agent", message=first_line, notes=notes
+    )
 
 
 @command("agent.fix")
@@ -400,9 +446,14 @@ async def cmd_fix(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
     if path is None:
         raise JsonRpcInvalidParams(f"agent.fix needs a file URI, got {params.uri!r}")
     session = ls.session(params.session_id)
-    text, _version = ls.current_text(path)
-    prompt = fix_prompt(ls.display_path(path), text, params.diagnostics)
-    return await run_agent(ls, session, prompt, title="Fix with agent")
+    text, version = ls.current_text(path)
+    whole = text is not None and text.count("\n") <= FIX_WHOLE_FILE_LINES
+    prompt = fix_prompt(ls.display_path(path), text, params.diagnostics, whole_file=whole)
+    if whole and text is not None:
+        session.read_state.record_text(path, text, version)  # the model saw all of it
+    first = str(params.diagnostics[0].get("message", "")).strip().splitlines()
+    message = f"Fix: {first[0]}" if first else "Fix"
+    return await run_agent(ls, session, prompt, title="Fix with agent", message=message)
 
 
 @command("agent.cancel")
@@ -536,17 +587,6 @@ def on_progress_cancel(ls: AgentServer, params: types.WorkDoneProgressCancelPara
 # -- running the agent --------------------------------------------------------------------------
 
 
-def _with_selection(ls: AgentServer, uri: str, rng: Any) -> str:
-    from agent_ls.agent.prompt import selection_context
-    from agent_ls.lsp_port import uri_to_path
-
-    path = uri_to_path(uri)
-    if path is None:
-        return f"The user is looking at {uri} in the editor."
-    text, _ = ls.current_text(path)
-    return selection_context(ls.display_path(path), text, rng if isinstance(rng, dict) else None)
-
-
 async def _begin_progress(ls: AgentServer, title: str, message: str) -> str | int | None:
     params = _command_params.get()
     token = params.work_done_token if params is not None else None
@@ -585,11 +625,16 @@ def _summary(result: RunResult) -> str:
 
 
 async def run_agent(
-    ls: AgentServer, session: Session, prompt: str, *, title: str
+    ls: AgentServer,
+    session: Session,
+    prompt: str,
+    *,
+    title: str,
+    message: str,
+    notes: list[str] | None = None,
 ) -> dict[str, Any]:
     """Run one ask in ``session`` with progress, streaming and every cancel path."""
-    first_line = prompt.strip().splitlines()[0] if prompt.strip() else title
-    return await _run(ls, session, title, first_line, lambda loop: loop.run(prompt))
+    return await _run(ls, session, title, message, lambda loop: loop.run(prompt), notes)
 
 
 async def _run(
@@ -598,10 +643,9 @@ async def _run(
     title: str,
     message: str,
     action: Callable[[AgentLoop], Awaitable[RunResult]],
+    notes: list[str] | None = None,
 ) -> dict[str, Any]:
-    from agent_ls.agent.loop import AgentLoop, RunResult
-    from agent_ls.agent.prompt import build_system_prompt
-    from agent_ls.lsp_port import LspEditorPort
+    """Run ``action`` on a loop for ``session``: one run per session, every cancel path."""
 
     existing = ls.state.runs.get(session.id)
     if existing is not None and not existing.task.done():
@@ -609,31 +653,12 @@ async def _run(
             f"session {session.id} is already running; cancel it (agent.cancel) or wait",
             REQUEST_FAILED,
         )
-    token = await _begin_progress(ls, title, message)
-    port = LspEditorPort(ls, session.id, token)
-    workspace = ls.agent_workspace()
-    try:
-        if ls.state.warm_task is not None and not ls.state.warm_task.done():
-            port.progress("starting model client")
-            await ls.state.warm_task
-        model = ls.model()
-    except Exception as exc:
-        result = RunResult(session.id, "error", "", error=str(exc))
-        _end_progress(ls, token, _summary(result))
-        return result.to_contract()
-    if session.id not in ls.state.system_prompts:
-        ls.state.system_prompts[session.id] = build_system_prompt(workspace.root)
-    loop = AgentLoop(
-        session=session,
-        model=model,
-        tools=ls.tools(),
-        workspace=workspace,
-        port=port,
-        settings=ls.settings,
-        system_prompt=ls.state.system_prompts[session.id],
+    # The run is registered before anything is awaited, so a cancel that arrives while the
+    # model client is still starting is not lost, and a second ask is refused.
+    run = ActiveRun(session.id)
+    run.task = asyncio.ensure_future(
+        _run_body(ls, session, run, title, message, action, notes or [])
     )
-    task = asyncio.ensure_future(action(loop))
-    run = ActiveRun(session.id, task, token)
     ls.state.runs[session.id] = run
     protocol: AgentProtocol = ls.protocol  # type: ignore[assignment]
     msg_id = protocol.msg_id
@@ -641,20 +666,70 @@ async def _run(
     if msg_id is not None and outer is not None:
         protocol.running[msg_id] = outer
     try:
-        result = await asyncio.shield(task)
+        result = await asyncio.shield(run.task)
     except asyncio.CancelledError:
         # $/cancelRequest (or the client going away): stop the run, then answer -32800.
-        task.cancel()
-        try:
-            result = await task
-        except asyncio.CancelledError:
-            result = RunResult(session.id, "cancelled", "")
-        _end_progress(ls, token, _summary(result))
+        run.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await run.task
         raise JsonRpcRequestCancelled("the request was cancelled") from None
     finally:
         if msg_id is not None:
             protocol.running.pop(msg_id, None)
         if ls.state.runs.get(session.id) is run:
             ls.state.runs.pop(session.id, None)
-    _end_progress(ls, token, _summary(result))
     return result.to_contract()
+
+
+async def _run_body(
+    ls: AgentServer,
+    session: Session,
+    run: ActiveRun,
+    title: str,
+    message: str,
+    action: Callable[[AgentLoop], Awaitable[RunResult]],
+    notes: list[str],
+) -> RunResult:
+    from agent_ls.agent.loop import AgentLoop, RunResult
+    from agent_ls.agent.prompt import build_system_prompt
+    from agent_ls.lsp_port import LspEditorPort
+
+    result = RunResult(session.id, "cancelled", "")
+    port: LspEditorPort | None = None
+    try:
+        run.token = await _begin_progress(ls, title, message)
+        port = LspEditorPort(ls, session.id, run.token)
+        for note in notes:
+            port.progress(note)
+        warm = ls.state.warm_task
+        if warm is not None and not warm.done():
+            port.progress("starting model client")
+            await asyncio.shield(warm)  # cancelling the run must not cancel the warm-up
+        try:
+            model = ls.model()
+        except Exception as exc:
+            result = RunResult(session.id, "error", "", error=str(exc))
+            return result
+        workspace = ls.agent_workspace()
+        if session.id not in ls.state.system_prompts:
+            ls.state.system_prompts[session.id] = await asyncio.to_thread(
+                build_system_prompt, workspace.root, ls.tools().specs()
+            )
+        loop = AgentLoop(
+            session=session,
+            model=model,
+            tools=ls.tools(),
+            workspace=workspace,
+            port=port,
+            settings=ls.settings,
+            system_prompt=ls.state.system_prompts[session.id],
+        )
+        result = await action(loop)
+        return result
+    except asyncio.CancelledError:
+        result = RunResult(session.id, "cancelled", "")
+        return result
+    finally:
+        if port is not None:
+            port.flush()
+        _end_progress(ls, run.token, _summary(result))

@@ -24,6 +24,7 @@ from pygls.lsp.client import LanguageClient
 
 from agent_ls.client.apply import apply_text_edits, collect, write_atomically
 from agent_ls.lsp_port import path_to_uri, plain_json, uri_to_path
+from agent_ls.workspace import read_disk, read_disk_text
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -50,6 +51,7 @@ class EditorSim:
     accept_hunk: HunkPolicy = lambda path, index, edit: True
     diagnostics_provider: Callable[[str | None], list[dict[str, Any]]] | None = None
     saved: list[str] = field(default_factory=list)
+    lazy_changes: bool = False  # apply edits to buffers but send no didChange (like eglot)
 
     # -- buffers ---------------------------------------------------------------------------
 
@@ -58,7 +60,7 @@ class EditorSim:
 
     def open(self, rel: str, text: str | None = None, language: str = "python") -> Doc:
         path = (self.root / rel).resolve()
-        content = path.read_text(encoding="utf-8") if text is None else text
+        content = read_disk_text(path) if text is None else text
         doc = Doc(path, content, 1)
         self.docs[path] = doc
         self.client.text_document_did_open(
@@ -88,7 +90,7 @@ class EditorSim:
         path = (self.root / rel).resolve()
         if path in self.docs:
             return self.docs[path].text
-        return path.read_text(encoding="utf-8")
+        return read_disk_text(path)
 
     # -- what the server sent ----------------------------------------------------------------
 
@@ -129,9 +131,10 @@ class EditorSim:
                 and file_edits.version != doc.version
             ):
                 return types.ApplyWorkspaceEditResult(
-                        applied=False, failure_reason="version mismatch"
-                    )
-            before = doc.text if doc else (path.read_text("utf-8") if path.exists() else "")
+                    applied=False, failure_reason="version mismatch"
+                )
+            disk = read_disk(path) if doc is None and path.exists() else None
+            before = doc.text if doc else (disk.text if disk else "")
             after, accepted = apply_text_edits(
                 before,
                 file_edits.edits,
@@ -141,7 +144,9 @@ class EditorSim:
             if not accepted and not (file_edits.create and not file_edits.edits):
                 continue
             any_applied = True
-            if doc is not None:
+            if doc is not None and self.lazy_changes:
+                doc.text = after
+            elif doc is not None:
                 doc.version += 1
                 doc.text = after
                 self.client.text_document_did_change(
@@ -153,7 +158,7 @@ class EditorSim:
                     )
                 )
             else:
-                write_atomically(path, after)
+                write_atomically(path, after, bom=bool(disk and disk.bom))
         return types.ApplyWorkspaceEditResult(applied=any_applied)
 
 

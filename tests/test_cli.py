@@ -107,3 +107,28 @@ def test_check_command_prints_one_json_verdict(tmp_path: Path) -> None:
     safe = json.loads(agent_ls("check-command", "ls -la", cwd=tmp_path).stdout)
     assert safe["decision"] == "allow"
     assert agent_ls("check-command", cwd=tmp_path).returncode == 2
+
+
+def test_run_keeps_a_bom_and_edits_the_right_place(workspace: Path) -> None:
+    (workspace / "bom.py").write_bytes(b"\xef\xbb\xbfx = 1  # caf\xc3\xa9\r\ny = 2\r\n")
+    script = {
+        "turns": [
+            {"tool_calls": [{"name": "read_file", "input": {"file_path": "bom.py"}}]},
+            {
+                "tool_calls": [
+                    {
+                        "name": "edit_file",
+                        "input": {
+                            "file_path": "bom.py",
+                            "old_string": "x = 1",
+                            "new_string": "x = 10",
+                        },
+                    }
+                ]
+            },
+            {"text": "ok"},
+        ]
+    }
+    done = agent_ls("run", "--yes", "edit", cwd=workspace, script=script)
+    assert done.returncode == 0, done.stderr
+    assert (workspace / "bom.py").read_bytes() == b"\xef\xbb\xbfx = 10  # caf\xc3\xa9\r\ny = 2\r\n"

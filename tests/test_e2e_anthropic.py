@@ -139,7 +139,7 @@ async def test_cancel_stops_a_streaming_run(workspace: Path, api: Any) -> None:
     api.enqueue(Turn(text=["word "] * 400, chunk_delay=0.02), Turn(text="next ask works"))
     async with editor(workspace, env=env_for(api)) as ed:
         ask = asyncio.ensure_future(ed.ask("write a lot"))
-        for _ in range(300):
+        for _ in range(1500):  # the SDK warm-up can take seconds on a loaded machine
             await asyncio.sleep(0.01)
             if ed.of_kind("agent_message_chunk"):
                 break
@@ -152,3 +152,19 @@ async def test_cancel_stops_a_streaming_run(workspace: Path, api: Any) -> None:
         assert latency < 2.0
         again = await ed.ask("and now?")
         assert again["stopReason"] == "end_turn" and again["text"] == "next ask works"
+
+
+async def test_cancel_while_the_model_client_is_starting(workspace: Path, api: Any) -> None:
+    """The SDK warm-up takes a second or more after start: a cancel then is not lost."""
+    api.enqueue(Turn(text="should not be asked"))
+    async with editor(workspace, env=env_for(api)) as ed:
+        ask = asyncio.ensure_future(ed.ask("quick question", work_done_token="w-1"))
+        await asyncio.sleep(0.05)
+        started = time.monotonic()
+        await ed.command("agent.cancel", {})
+        result = await asyncio.wait_for(ask, 10)
+        assert result["stopReason"] == "cancelled"
+        assert time.monotonic() - started < 2.0
+        messages = [r.message for r in ed.client.progress_reports["w-1"] if r.kind != "end"]
+        assert "starting model client" in messages
+    assert api.requests == []

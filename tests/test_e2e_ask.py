@@ -132,3 +132,14 @@ async def test_allowed_shell_command_runs_in_workspace(workspace: Path) -> None:
         assert (workspace / "marker.txt").exists()
         done = [u for u in ed.of_kind("tool_call_update") if u.get("status") == "completed"]
         assert "marker.txt" in str(done[0]["rawOutput"]) or done
+
+
+async def test_fast_streams_are_coalesced_without_losing_text(workspace: Path) -> None:
+    text = "".join(f"word{i} " for i in range(600))
+    script = {"chunk_size": 3, "turns": [{"text": text}]}
+    async with editor(workspace, script=script) as ed:
+        result = await ed.ask("talk")
+        chunks = ed.of_kind("agent_message_chunk")
+        assert result["text"] == text == ed.streamed_text()
+        # 1,334 model deltas arrive within a few ms: the editor gets a handful of updates.
+        assert len(chunks) < 100

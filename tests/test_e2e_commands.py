@@ -91,7 +91,7 @@ async def test_fix_sends_the_diagnostic_and_the_fix_lands(workspace: Path) -> No
         assert 'return f"Hello {name}"' in ed.text("app.py")
         begin = ed.client.progress_reports["fix-1"][0]
         assert begin.title == "Fix with agent"
-        assert "Fix the following problem reported in app.py" in begin.message
+        assert begin.message == "Fix: use an f-string"
 
 
 @pytest.mark.parametrize(

@@ -191,6 +191,7 @@ class AgentLoop:
             try:
                 return await self._stream_once(request, usage)
             except ModelError as exc:
+                _raise_if_cancelled()  # a cancel that surfaced as a connection error
                 attempt += 1
                 if not exc.retryable or attempt > MAX_RETRIES:
                     raise
@@ -358,6 +359,7 @@ class AgentLoop:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug in a tool must not end the run
+            _raise_if_cancelled()
             log.exception("tool %s failed", tool.name)
             return ToolResult(f"{tool.name} failed: {type(exc).__name__}: {exc}", is_error=True)
 
@@ -375,6 +377,13 @@ class AgentLoop:
             },
         )
         return ToolResultBlock(use.id, message, is_error=True)
+
+
+def _raise_if_cancelled() -> None:
+    """Cancellation is one state: once the run's task is being cancelled, nothing swallows it."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 def _safe_locations(tool: Tool[Any], args: Any, ctx: ToolContext) -> list[dict[str, Any]]:

@@ -55,7 +55,8 @@ class EditProposal:
     needs_confirmation: bool = True
 
 
-EditStatus = Literal["applied", "partial", "rejected", "failed"]
+# "unconfirmed": the editor says it applied the edit but has not shown the new text yet.
+EditStatus = Literal["applied", "partial", "rejected", "failed", "unconfirmed"]
 
 
 @dataclass(slots=True)

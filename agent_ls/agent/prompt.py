@@ -7,30 +7,104 @@ shares the same cache prefix (the date is fixed when the session starts).
 from __future__ import annotations
 
 import datetime
+import os
 import platform
+import subprocess
 from pathlib import Path
 from typing import Any
 
 from agent_ls import prompts
-from agent_ls.edits import LineIndex
+from agent_ls.edits import LineIndex, PositionEncoding
+from agent_ls.models.base import ToolSpec
 
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")
+LOCAL_INSTRUCTION_FILES = ("AGENTS.local.md", "CLAUDE.local.md")
 INSTRUCTIONS_CHAR_CAP = 40_000
+GIT_STATUS_LINES = 30
+GIT_TIMEOUT = 3.0
+
+
+def user_instructions_dir() -> Path:
+    """Where the user's own instructions for every project live (``AGENTS.md``)."""
+    override = os.environ.get("AGENT_LS_CONFIG_DIR")
+    if override:
+        return Path(override)
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("agent-ls", appauthor=False))
 
 
 def find_instruction_files(root: Path) -> list[Path]:
-    """``AGENTS.md``/``CLAUDE.md`` from the filesystem root down to ``root`` (ancestors first)."""
+    """Instruction files in the order the model reads them.
+
+    The user's global ``AGENTS.md``, then ``AGENTS.md``/``CLAUDE.md`` from the filesystem root
+    down to ``root`` (ancestors first), then the uncommitted ``*.local.md`` ones in ``root``.
+    """
     found: list[Path] = []
+    user_file = user_instructions_dir() / "AGENTS.md"
+    if user_file.is_file():
+        found.append(user_file)
     for folder in [*reversed(root.parents), root]:
         for name in INSTRUCTION_FILES:
             candidate = folder / name
             if candidate.is_file():
                 found.append(candidate)
+    for name in LOCAL_INSTRUCTION_FILES:
+        candidate = root / name
+        if candidate.is_file():
+            found.append(candidate)
     return found
 
 
-def build_system_prompt(root: Path, today: datetime.date | None = None) -> str:
+def _git(root: Path, *args: str) -> str | None:
+    try:
+        done = subprocess.run(
+            ["git", *args],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def git_summary(root: Path) -> str:
+    """Branch, short status and recent commits; empty outside a git repository."""
+    branch = _git(root, "rev-parse", "--abbrev-ref", "HEAD")
+    if branch is None:
+        return ""
+    status = _git(root, "status", "--short") or ""
+    lines = status.splitlines()
+    if len(lines) > GIT_STATUS_LINES:
+        lines = [*lines[:GIT_STATUS_LINES], f"... and {len(lines) - GIT_STATUS_LINES} more"]
+    log = _git(root, "log", "--oneline", "-5") or "(no commits yet)"
+    return prompts.load("git.md").format(
+        branch=branch, status="\n".join(lines) or "(clean)", log=log
+    )
+
+
+def tool_guidance(tools: list[ToolSpec]) -> str:
+    """One line per tool: what it is for (the full description travels with the tool)."""
+    lines = [
+        f"- {t.name}: {t.description.split(chr(10))[0].split('. ')[0].rstrip('.')}." for t in tools
+    ]
+    return prompts.load("tools.md").format(tools="\n".join(lines))
+
+
+def build_system_prompt(
+    root: Path, tools: list[ToolSpec] | None = None, today: datetime.date | None = None
+) -> str:
+    """The session's system prompt: static parts first, so the cache prefix stays stable.
+
+    Built once per session (it runs git, so call it off the event loop); the date and git
+    state are those of the session's start.
+    """
     parts = [prompts.load("system.md")]
+    if tools:
+        parts.append(tool_guidance(tools))
     blocks = []
     for path in find_instruction_files(root):
         try:
@@ -45,9 +119,13 @@ def build_system_prompt(root: Path, today: datetime.date | None = None) -> str:
         prompts.load("environment.md").format(
             root=root,
             platform=f"{platform.system()} {platform.release()}",
+            shell=os.path.basename(os.environ.get("SHELL", "bash")) or "bash",
             date=(today or datetime.date.today()).isoformat(),
         )
     )
+    git = git_summary(root)
+    if git:
+        parts.append(git)
     return "\n\n".join(parts)
 
 
@@ -58,14 +136,22 @@ def numbered_excerpt(text: str, first_line: int, last_line: int) -> str:
     return "\n".join(f"{n + 1:>6}\t{lines[n]}" for n in range(max(0, first_line), last_line + 1))
 
 
-def selection_context(shown_path: str, text: str | None, rng: dict[str, Any] | None) -> str:
-    """What the user is looking at: the active file and the selected lines, if any."""
+def selection_context(
+    shown_path: str,
+    text: str | None,
+    rng: dict[str, Any] | None,
+    encoding: PositionEncoding = "utf-16",
+) -> str:
+    """What the user is looking at: the active file and the selected lines, if any.
+
+    ``rng`` is an LSP range in the session's negotiated position ``encoding``.
+    """
     if text is None or not rng:
         return prompts.load("selection.md").format(path=shown_path, range_note="", selection="")
     start, end = rng["start"], rng["end"]
     index = LineIndex(text)
-    begin = index.offset(start["line"], start["character"], "utf-16")
-    finish = index.offset(end["line"], end["character"], "utf-16")
+    begin = index.offset(start["line"], start["character"], encoding)
+    finish = index.offset(end["line"], end["character"], encoding)
     if finish <= begin:
         note = f" (cursor at line {start['line'] + 1})"
         excerpt = numbered_excerpt(text, start["line"], start["line"])
@@ -81,9 +167,14 @@ def selection_context(shown_path: str, text: str | None, rng: dict[str, Any] | N
 
 
 def fix_prompt(
-    shown_path: str, text: str | None, diagnostics: list[dict[str, Any]], context_lines: int = 5
+    shown_path: str,
+    text: str | None,
+    diagnostics: list[dict[str, Any]],
+    context_lines: int = 5,
+    *,
+    whole_file: bool = False,
 ) -> str:
-    """The ``agent.fix`` request: the diagnostics and the code around them."""
+    """The ``agent.fix`` request: the diagnostics and the code around them (or all of it)."""
     lines = []
     low, high = None, None
     for diag in diagnostics:
@@ -99,7 +190,9 @@ def fix_prompt(
             + (f" [{tag}]" if tag else "")
         )
     context = "(the file could not be read)"
-    if text is not None and low is not None and high is not None:
+    if text is not None and whole_file:
+        context = numbered_excerpt(text, 0, text.count("\n") + 1)
+    elif text is not None and low is not None and high is not None:
         context = numbered_excerpt(text, low - context_lines, high + context_lines)
     many = len(diagnostics) != 1
     return prompts.load("fix.md").format(
@@ -108,4 +201,5 @@ def fix_prompt(
         diagnostics="\n".join(lines),
         context=context,
         this_these="these" if many else "this",
+        context_title="The whole file" if whole_file else "The code around it",
     )

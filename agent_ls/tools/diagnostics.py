@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections import Counter
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
@@ -71,3 +74,71 @@ class GetDiagnostics(Tool[GetDiagnosticsInput]):
         if not text:
             return ToolResult(f"No diagnostics for {where}.", raw_output=items)
         return ToolResult(cap_text(text), raw_output=items)
+
+
+SETTLE_MIN_SECONDS = 0.3
+SETTLE_POLL_SECONDS = 0.15
+SETTLE_MAX_SECONDS = 2.0
+
+
+def _key(diag: dict[str, Any]) -> tuple[str, str, str, str]:
+    """What makes two diagnostics the same problem, wherever the edit moved it."""
+    return (
+        str(diag.get("severity") or 1),
+        str(diag.get("source") or ""),
+        str(diag.get("code") or ""),
+        str(diag.get("message") or ""),
+    )
+
+
+def _for_file(items: list[dict[str, Any]], ctx: ToolContext, path: Path) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    for item in items:
+        try:
+            item_path = ctx.workspace.resolve(_uri_path(str(item.get("uri", ""))))
+        except Exception:
+            continue
+        if item_path == path:
+            found.extend(item.get("diagnostics") or [])
+    return found
+
+
+async def snapshot(ctx: ToolContext, path: Path) -> list[dict[str, Any]] | None:
+    """The file's diagnostics now, or None when the editor cannot tell."""
+    try:
+        return _for_file(await ctx.port.diagnostics(path), ctx, path)
+    except Unsupported:
+        return None
+
+
+async def settled_delta(ctx: ToolContext, path: Path, before: list[dict[str, Any]] | None) -> str:
+    """After an edit: wait (bounded) for the editor's diagnostics to settle, then say what the
+    edit introduced and fixed. Empty when the editor gives no diagnostics."""
+    if before is None:
+        return ""
+    await asyncio.sleep(SETTLE_MIN_SECONDS)
+    deadline = asyncio.get_running_loop().time() + SETTLE_MAX_SECONDS
+    previous = await snapshot(ctx, path)
+    while previous is not None and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(SETTLE_POLL_SECONDS)
+        current = await snapshot(ctx, path)
+        if current is None or sorted(map(_key, current)) == sorted(map(_key, previous)):
+            break
+        previous = current
+    if previous is None:
+        return ""
+    old = Counter(map(_key, before))
+    new = Counter(map(_key, previous))
+    introduced = [d for d in previous if (new - old)[_key(d)] > 0]
+    fixed_keys = old - new
+    shown = ctx.workspace.display(path)
+    uri_item = [{"uri": str(path), "diagnostics": introduced}]
+    lines = []
+    if introduced:
+        lines.append("New problems the editor reports after this edit:")
+        lines.extend("  " + line for line in format_diagnostics(uri_item, ctx).splitlines())
+    if fixed_keys:
+        lines.append(f"Fixed by this edit: {sum(fixed_keys.values())} problem(s) in {shown}.")
+    if not lines:
+        lines.append(f"The editor reports no new problems in {shown}.")
+    return "\n".join(lines)

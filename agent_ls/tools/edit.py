@@ -9,7 +9,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from agent_ls.agent.port import EditOutcome, EditProposal
-from agent_ls.edits import EditError, Hunk, diff_hunks, plan_replacement, unified_diff
+from agent_ls.edits import EditError, Hunk, plan_replacement, plan_write, unified_diff
+from agent_ls.tools import diagnostics
 from agent_ls.tools.access import authorize_path
 from agent_ls.tools.registry import Tool, ToolContext, ToolResult
 from agent_ls.workspace import FileProblem
@@ -64,8 +65,16 @@ async def _propose(
         label=f"agent: {tool} {shown}",
         needs_confirmation=not accept,
     )
+    before = await diagnostics.snapshot(ctx, path)
     outcome = await ctx.port.propose_edit(proposal)
-    return _report(ctx, path, shown, proposal, outcome)
+    result = _report(ctx, path, shown, proposal, outcome)
+    if outcome.status in ("applied", "partial"):
+        # The editor's language servers are the agent's feedback loop: a type error the edit
+        # caused shows up in this result, without running anything.
+        delta = await diagnostics.settled_delta(ctx, path, before)
+        if delta:
+            result.content += "\n\n" + delta
+    return result
 
 
 def _report(
@@ -90,9 +99,18 @@ def _report(
         ctx.edited_paths.add(path)
         landed = ", ".join(str(i + 1) for i in outcome.landed) or "none"
         return ToolResult(
-            f"The user accepted only part of the edit to {shown}: hunks {landed} of {total} "
-            "landed, the others were rejected. Read the file again to see what it holds now.",
+            f"The user accepted only part of the edit to {shown}: of the {total} hunks "
+            f"proposed, they accepted hunk(s) {landed} and rejected the others. Read the file "
+            "again to see what it holds now.",
             raw_output={"status": "partial", "landed": outcome.landed},
+        )
+    if outcome.status == "unconfirmed":
+        ctx.edited_paths.add(path)
+        return ToolResult(
+            f"The editor reports the edit to {shown} as applied, but has not sent the changed "
+            "text yet, so read_file may still show the previous content for a while. Assume "
+            "the change landed; read the file again before editing it further.",
+            raw_output={"status": "unconfirmed"},
         )
     if outcome.status == "rejected":
         return ToolResult(
@@ -177,10 +195,7 @@ class WriteFile(Tool[WriteFileInput]):
         stale = ctx.read_state.check(view)
         if stale:
             return ToolResult(f"Cannot overwrite {args.file_path}: {stale}", is_error=True)
-        content = args.content
-        if "\r\n" in view.text and "\r" not in content:
-            content = content.replace("\n", "\r\n")
-        if content == view.text:
+        content, hunks = plan_write(view.text, args.content)  # keeps the file's line endings
+        if not hunks:
             return ToolResult(f"{args.file_path} already holds exactly this content.")
-        hunks = diff_hunks(view.text, content)
         return await _propose(ctx, self.name, path, view.text, content, hunks, view.version)

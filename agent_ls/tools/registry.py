@@ -121,6 +121,7 @@ class ToolRegistry:
 
     def __init__(self, tools: list[Tool[Any]]):
         self._tools = {t.name: t for t in tools}
+        self._specs: list[ToolSpec] | None = None
 
     def get(self, name: str) -> Tool[Any] | None:
         return self._tools.get(name)
@@ -129,7 +130,10 @@ class ToolRegistry:
         return list(self._tools)
 
     def specs(self) -> list[ToolSpec]:
-        return [t.spec() for t in self._tools.values()]
+        """The tools as the model sees them, built once (they are part of the cache prefix)."""
+        if self._specs is None:
+            self._specs = [t.spec() for t in self._tools.values()]
+        return self._specs
 
 
 def default_tools() -> ToolRegistry:

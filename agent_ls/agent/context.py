@@ -1,0 +1,91 @@
+"""What the editor already knows, attached to the user's prompt.
+
+The active file and selection, and files the user mentions as ``@path``. Mentioned files are
+read through the buffer-aware workspace and count as read (the agent may edit them at once).
+Files that look like secrets are attached only when the user names them explicitly.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent_ls import prompts
+from agent_ls.agent.prompt import selection_context
+from agent_ls.edits import PositionEncoding
+from agent_ls.safety.permissions import is_secret_like
+from agent_ls.tools.files import number_lines
+from agent_ls.workspace import FileProblem, ReadState, Workspace
+
+MENTION = re.compile(r"(?<![\w@/])@((?:[\w.~-]|/)[^\s,;:!?()\[\]{}<>\"'`]*)")
+MENTION_LINE_LIMIT = 2000
+MAX_MENTIONS = 20
+
+
+@dataclass
+class AttachedContext:
+    """The text to put before the prompt, and a note per attachment for progress."""
+
+    blocks: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def prefix(self, prompt: str) -> str:
+        return "\n\n".join([*self.blocks, prompt]) if self.blocks else prompt
+
+
+def find_mentions(prompt: str) -> list[str]:
+    """``@path`` mentions in order, without duplicates or trailing punctuation."""
+    seen: list[str] = []
+    for match in MENTION.finditer(prompt):
+        mention = match.group(1).rstrip(".")
+        if mention and mention not in seen:
+            seen.append(mention)
+    return seen[:MAX_MENTIONS]
+
+
+def attach(
+    prompt: str,
+    workspace: Workspace,
+    read_state: ReadState,
+    named_paths: set[Path],
+    *,
+    active_path: Path | None = None,
+    active_text: str | None = None,
+    selection: dict[str, Any] | None = None,
+    encoding: PositionEncoding = "utf-16",
+) -> AttachedContext:
+    context = AttachedContext()
+    if active_path is not None:
+        shown = workspace.display(active_path)
+        if is_secret_like(active_path):
+            context.blocks.append(prompts.load("secret_not_attached.md").format(path=shown))
+            context.notes.append(f"{shown} (a secret: path only)")
+        else:
+            context.blocks.append(selection_context(shown, active_text, selection, encoding))
+            context.notes.append(f"{shown} (active file{' and selection' if selection else ''})")
+    for mention in find_mentions(prompt):
+        try:
+            path = workspace.resolve(mention)
+        except FileProblem:
+            continue
+        if not workspace.exists(path) or path.is_dir():
+            continue
+        try:
+            view = workspace.view(path)
+        except FileProblem as exc:
+            context.notes.append(f"@{mention} (not attached: {exc})")
+            continue
+        named_paths.add(path)  # the user named it: no question for reading it
+        read_state.record(view)
+        body, total = number_lines(view.text, 1, MENTION_LINE_LIMIT)
+        shown_lines = body.count("\n") + 1 if body else 0
+        note = f" (lines 1-{shown_lines} of {total})" if shown_lines < total else ""
+        context.blocks.append(
+            prompts.load("mention.md").format(
+                path=workspace.display(path), mention=mention, note=note, body=body or "(empty)"
+            )
+        )
+        context.notes.append(f"{workspace.display(path)} (@mention)")
+    return context
