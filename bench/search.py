@@ -1,0 +1,239 @@
+"""``grep_search`` and ``list_files`` in-process against raw ``rg`` on a large tree.
+
+The tools run in-process (``GrepSearch``/``ListFiles`` with a ``ToolContext``, one event loop);
+the baseline is the same ``rg`` binary as a subprocess with the same flags the tool passes,
+its whole output read through a pipe. Warm page cache (one discarded run of each first).
+
+The tree (``--make-tree DIR``) is copied from this Python's site-packages and standard library
+(``.py`` and other text; no ``__pycache__``, ``.so`` or files over 4 MB), site-packages copied
+again until at least 10,000 files are searched, plus an ``ignored/`` folder (the stdlib's
+``test/``) listed in a root ``.gitignore`` so that ignore handling costs what it does in a real
+project with a virtualenv.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+from pathlib import Path
+from typing import Any, cast
+
+from bench.servers import REPO, Config
+from bench.stats import rotated, summarize
+from bench.table import Row, Target
+
+NAME = "search"
+MIN_FILES = 10_000
+MAX_FILE_BYTES = 4 << 20
+MARKER = ".bench-tree.json"
+SKIP_SUFFIXES = (".so", ".pyc", ".pyo", ".a", ".o", ".dylib", ".exe", ".dll")
+GREP_QUERIES = {
+    "rare literal": "get_terminal_size",
+    "common word": "import",
+    "regex": r"\b[A-Z]\w*Error\(",
+}
+LIST_QUERIES = {"**/*.py": "*.py", "every file": "*"}
+
+
+def _ignore(directory: str, names: list[str]) -> set[str]:
+    skipped = set()
+    for name in names:
+        path = os.path.join(directory, name)
+        big = os.path.isfile(path) and os.path.getsize(path) > MAX_FILE_BYTES
+        if name == "__pycache__" or name.endswith(SKIP_SUFFIXES) or os.path.islink(path) or big:
+            skipped.add(name)
+    return skipped
+
+
+def _copy(src: Path, dest: Path, exclude: tuple[str, ...] = ()) -> None:
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        skipped = _ignore(directory, names)
+        if Path(directory) == src:
+            skipped |= {n for n in names if n in exclude}
+        return skipped
+
+    shutil.copytree(src, dest, ignore=ignore, dirs_exist_ok=True)
+
+
+def count_searched(tree: Path) -> int:
+    from agent_ls.tools.search import COMMON_ARGS, rg_binary
+
+    rg = rg_binary()
+    if rg is None:
+        raise RuntimeError("rg is not installed (pip install 'ripgrep>=14.1,<15')")
+    out = subprocess.run([rg, "--files", *COMMON_ARGS, "--", str(tree)], capture_output=True)
+    return out.stdout.count(b"\n")
+
+
+def make_tree(dest: Path, min_files: int = MIN_FILES) -> int:
+    """Build the large tree at ``dest``; returns the number of files rg searches there."""
+    paths = sysconfig.get_paths()
+    stdlib, purelib = Path(paths["stdlib"]), Path(paths["purelib"])
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / MARKER).unlink(missing_ok=True)
+    (dest / ".gitignore").write_text("ignored/\n__pycache__/\n*.pyc\n")
+    _copy(stdlib, dest / "stdlib", exclude=("site-packages", "test", "idlelib", "config-3.11"))
+    if (stdlib / "test").is_dir():
+        _copy(stdlib / "test", dest / "ignored" / "test")
+    copies = 0
+    while True:
+        copies += 1
+        _copy(purelib, dest / f"site-packages-{copies}")
+        files = count_searched(dest)
+        if files >= min_files or copies >= 20:
+            break
+    (dest / MARKER).write_text(json.dumps({"files": files, "copies": copies}))
+    return files
+
+
+def make_small_tree(dest: Path) -> int:
+    """A few hundred files for ``--quick``."""
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / ".gitignore").write_text("ignored/\n__pycache__/\n")
+    _copy(REPO / "agent_ls", dest / "agent_ls")
+    _copy(REPO / "tests", dest / "tests")
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    for package in ("json", "email", "asyncio"):
+        _copy(stdlib / package, dest / "stdlib" / package)
+    _copy(stdlib / "json", dest / "ignored" / "json")
+    files = count_searched(dest)
+    (dest / MARKER).write_text(json.dumps({"files": files, "copies": 0}))
+    return files
+
+
+def ensure_tree(config: Config) -> Path:
+    """The tree for this run: the large one (built on first use), or a small one in --quick."""
+    if config.quick or config.tree is None:
+        tree = config.work / "tree"
+        if not (tree / MARKER).exists():
+            make_small_tree(tree)
+        return tree
+    if not (config.tree / MARKER).exists():
+        print(f"   building the search tree at {config.tree} (once)...", file=sys.stderr)
+        make_tree(config.tree)
+    return config.tree
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+def tool_context(tree: Path) -> Any:
+    from agent_ls.settings import Settings
+    from agent_ls.tools.registry import ToolContext
+    from agent_ls.workspace import ReadState, Workspace
+
+    return ToolContext(
+        workspace=Workspace([tree]),
+        port=cast(Any, object()),  # search never talks to the editor
+        read_state=ReadState(),
+        permissions=cast(Any, None),
+        settings=Settings(),
+        session_id="bench",
+    )
+
+
+def run_tool(loop: asyncio.AbstractEventLoop, tool: Any, raw: dict[str, Any], ctx: Any) -> int:
+    result = loop.run_until_complete(tool.run(tool.parse(raw), ctx))
+    if result.is_error:
+        raise RuntimeError(f"{tool.name} failed: {result.content[:300]}")
+    out = result.raw_output or {}
+    return int(out.get("matches", out.get("count", 0)))
+
+
+def run_rg(args: list[str], tree: Path, marker: bytes) -> int:
+    from agent_ls.tools.search import rg_binary
+
+    proc = subprocess.run([cast(str, rg_binary()), *args], cwd=tree, capture_output=True)
+    if proc.returncode not in (0, 1):
+        raise RuntimeError(f"rg failed: {proc.stderr[:300]!r}")
+    return proc.stdout.count(marker)
+
+
+Timings = dict[str, list[float]]
+
+
+def measure(config: Config, variants: dict[str, Any]) -> tuple[Timings, dict[str, int]]:
+    names = list(variants)
+    for name in names:  # warm the page cache and the code paths
+        variants[name]()
+    times: dict[str, list[float]] = {n: [] for n in names}
+    counts: dict[str, int] = {}
+    for r in range(config.rounds):
+        for name in rotated(names, r):
+            t0 = time.perf_counter()
+            counts[name] = variants[name]()
+            times[name].append((time.perf_counter() - t0) * 1000)
+    return times, counts
+
+
+def run(config: Config) -> list[Row]:
+    from agent_ls.tools.search import COMMON_ARGS, GrepSearch, ListFiles
+
+    tree = ensure_tree(config)
+    files = json.loads((tree / MARKER).read_text())["files"]
+    ctx = tool_context(tree)
+    loop = asyncio.new_event_loop()
+    rows = []
+    try:
+        for label, pattern in GREP_QUERIES.items():
+            grep_args = ["--json", *COMMON_ARGS, "-e", pattern, "--", str(tree)]
+            times, counts = measure(
+                config,
+                {
+                    "tool": lambda p=pattern: run_tool(loop, GrepSearch(), {"pattern": p}, ctx),
+                    "rg": lambda a=grep_args: run_rg(a, tree, b'{"type":"match"'),
+                },
+            )
+            rows.append(
+                Row(
+                    NAME,
+                    f"grep_search {label} `{pattern}` ({files:,} files)",
+                    "ms",
+                    summarize(times["tool"]),
+                    summarize(times["rg"]),
+                    "rg --json",
+                    Target(1.2, "ratio"),
+                    note=f"matching lines: tool {counts['tool']:,}, rg {counts['rg']:,}",
+                )
+            )
+        for label, glob in LIST_QUERIES.items():
+            pattern = "**/*.py" if glob == "*.py" else "**/*"
+            list_args = [
+                "--files",
+                "--null",
+                *COMMON_ARGS,
+                "--type-add",
+                f"agentls:{glob}",
+                "--type",
+                "agentls",
+                "--",
+                str(tree),
+            ]
+            times, counts = measure(
+                config,
+                {
+                    "tool": lambda p=pattern: run_tool(loop, ListFiles(), {"pattern": p}, ctx),
+                    "rg": lambda a=list_args: run_rg(a, tree, b"\0"),
+                },
+            )
+            rows.append(
+                Row(
+                    NAME,
+                    f"list_files {label} ({files:,} files)",
+                    "ms",
+                    summarize(times["tool"]),
+                    summarize(times["rg"]),
+                    "rg --files",
+                    Target(1.2, "ratio"),
+                    note=f"files: tool {counts['tool']:,}, rg {counts['rg']:,}",
+                )
+            )
+    finally:
+        loop.close()
+    return rows
