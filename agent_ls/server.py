@@ -409,10 +409,9 @@ def command(name: str) -> Callable[[CommandHandler], CommandHandler]:
 
 @command("agent.ask")
 async def cmd_ask(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
-    from agent_ls.protocol import AskParams
-
     from agent_ls.agent.context import attach
     from agent_ls.lsp_port import position_encoding, uri_to_path
+    from agent_ls.protocol import AskParams
 
     params = AskParams.model_validate(raw)
     session = ls.session(params.session_id)

@@ -202,6 +202,9 @@ async def _pump(
             if not emit(part):
                 return False
         pending = bytearray(parts[-1])
+        # StreamReader.read returns buffered data without suspending: yield, so requests
+        # (agent.status, agent.cancel) are answered while a large search streams in.
+        await asyncio.sleep(0)
 
 
 # --------------------------------------------------------------------------- paths and globs
