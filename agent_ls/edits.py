@@ -776,3 +776,45 @@ def landed_hunks(old_text: str, hunks: list[Hunk], current: str) -> list[int] | 
         if current.startswith(hunk.new_text, at):
             stack.append((k + 1, at + len(hunk.new_text), (*landed, order[k])))
     return None
+
+
+_HUNK_HEADER = re.compile(r"^@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@", re.M)
+
+
+def hunks_diff(label: str, old_text: str, hunks: list[Hunk], context: int = 3) -> str:
+    """A unified diff of ``hunks`` over ``old_text``, computed on the changed window only.
+
+    Cheap on large files: only the lines from the first hunk to the last (plus context) are
+    compared, and the line numbers in the ``@@`` headers are those of the whole file.
+    """
+    if not hunks:
+        return ""
+    first = min(h.start for h in hunks)
+    last = max(h.end for h in hunks)
+    begin = old_text.rfind("\n", 0, first) + 1
+    for _ in range(context):
+        if begin == 0:
+            break
+        begin = old_text.rfind("\n", 0, begin - 1) + 1
+    end = last
+    for _ in range(context + 1):
+        nxt = old_text.find("\n", end)
+        if nxt == -1:
+            end = len(old_text)
+            break
+        end = nxt + 1
+    window = old_text[begin:end]
+    shifted = [Hunk(h.start - begin, h.end - begin, h.new_text) for h in hunks]
+    diff = unified_diff(label, window, apply_hunks(window, shifted), context)
+    offset = old_text.count("\n", 0, begin)
+    if not offset:
+        return diff
+
+    def renumber(match: re.Match[str]) -> str:
+        old_start, old_len, new_start, new_len = match.groups()
+        return (
+            f"@@ -{int(old_start) + offset}{old_len or ''} "
+            f"+{int(new_start) + offset}{new_len or ''} @@"
+        )
+
+    return _HUNK_HEADER.sub(renumber, diff)

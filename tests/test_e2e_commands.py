@@ -270,3 +270,40 @@ async def test_compact_on_demand_summarises_the_session(workspace: Path) -> None
         assert again["text"] == "after compaction"
         sessions = await ed.command("agent.sessions", {})
         assert sessions["sessions"][0]["turns"] == 1  # history restarted from the summary
+
+
+async def test_client_that_never_answers_gets_a_bounded_wait(workspace: Path) -> None:
+    script = {
+        "turns": [
+            {"tool_calls": [{"name": "get_diagnostics", "input": {}}]},
+            {"tool_calls": [{"name": "run_shell", "input": {"command": "touch made.txt"}}]},
+            {"text": "carried on"},
+        ]
+    }
+    options = {"clientRequestTimeout": 0.5, "editConfirmTimeout": 1}
+    async with editor(workspace, script=script, init_options=options) as ed:
+        never: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        async def silent(uri: str | None) -> Any:
+            return await never  # the editor never answers
+
+        ed.client.protocol.fm.features.pop("agent/getDiagnostics", None)
+        ed.client.protocol.fm.features.pop(types.WINDOW_SHOW_MESSAGE_REQUEST, None)
+
+        @ed.client.feature("agent/getDiagnostics")
+        async def no_answer(ls: Any, params: Any) -> Any:
+            return await never
+
+        @ed.client.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
+        async def no_decision(ls: Any, params: Any) -> Any:
+            return await never
+
+        result = await asyncio.wait_for(ed.ask("go"), 20)
+        assert result["stopReason"] == "end_turn" and result["text"] == "carried on"
+        outputs = [
+            str(u.get("rawOutput")) for u in ed.of_kind("tool_call_update") if "rawOutput" in u
+        ]
+        assert "did not answer agent/getDiagnostics" in outputs[0]
+        assert "denied" in outputs[1]
+        assert not (workspace / "made.txt").exists()
+        never.cancel()

@@ -348,3 +348,14 @@ def test_landed_hunks_with_ambiguous_subsets_reproduces_the_text() -> None:
     landed = landed_hunks(old, hunks, "x")
     assert landed in ([0], [1])
     assert apply_hunks(old, [hunks[i] for i in landed or []]) == "x"
+
+
+def test_hunks_diff_numbers_lines_of_the_whole_file() -> None:
+    from agent_ls.edits import hunks_diff, unified_diff
+
+    old = "".join(f"line {i}\n" for i in range(1, 101))
+    new_text, hunks = plan_replacement(old, "line 50\n", "line fifty\n")
+    diff = hunks_diff("f.txt", old, hunks)
+    assert "@@ -47,7 +47,7 @@" in diff
+    assert "-line 50\n+line fifty\n" in diff
+    assert diff == unified_diff("f.txt", old, new_text)

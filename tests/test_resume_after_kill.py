@@ -91,3 +91,28 @@ def test_sigkill_mid_run_resumes_at_last_complete_turn(workspace: Path, tmp_path
     assert roles[:3] == ["user", "assistant", "user"]
     assert kinds[:3] == ["text", "tool_use", "tool_result"]
     assert "a very long answer" not in json.dumps(lines[:4])  # no half-streamed text
+
+
+def test_server_exits_when_the_editor_disconnects_mid_run(workspace: Path, tmp_path: Path) -> None:
+    script = tmp_path / "slow.json"
+    script.write_text(
+        json.dumps({"delay_ms": 20, "chunk_size": 2, "turns": [{"text": "x" * 2000}]})
+    )
+    server = RawClient(
+        workspace,
+        env={"AGENT_LS_MODEL": f"script:{script}", "AGENT_LS_DATA_DIR": str(tmp_path / "d")},
+    )
+    server.initialize(workspace)
+    server.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 99,
+            "method": "workspace/executeCommand",
+            "params": {"command": "agent.ask", "arguments": [{"prompt": "talk"}]},
+        }
+    )
+    server.read()  # the run has started streaming
+    assert server.proc.stdin is not None
+    server.proc.stdin.close()  # the editor went away without shutdown/exit
+    code = server.proc.wait(timeout=15)
+    assert code is not None

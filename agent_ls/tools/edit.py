@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from agent_ls.agent.port import EditOutcome, EditProposal
-from agent_ls.edits import EditError, Hunk, plan_replacement, plan_write, unified_diff
+from agent_ls.edits import EditError, Hunk, hunks_diff, plan_replacement, plan_write
 from agent_ls.tools import diagnostics
 from agent_ls.tools.access import authorize_path
 from agent_ls.tools.registry import Tool, ToolContext, ToolResult
@@ -36,8 +36,19 @@ class WriteFileInput(BaseModel):
     content: str = Field(description="The complete new content of the file.")
 
 
-def _diff_display(path: Path, old_text: str | None, new_text: str) -> list[dict[str, Any]]:
-    return [{"type": "diff", "path": str(path), "oldText": old_text, "newText": new_text}]
+def _diff_display(
+    path: Path, shown: str, old_text: str | None, new_text: str, hunks: list[Hunk]
+) -> list[dict[str, Any]]:
+    """ACP's diff content, plus the unified diff of the hunks for clients that show text."""
+    return [
+        {
+            "type": "diff",
+            "path": str(path),
+            "oldText": old_text,
+            "newText": new_text,
+            "unifiedDiff": hunks_diff(shown, old_text or "", hunks),
+        }
+    ]
 
 
 async def _propose(
@@ -50,7 +61,7 @@ async def _propose(
     version: int | None,
 ) -> ToolResult:
     shown = ctx.workspace.display(path)
-    display = _diff_display(path, old_text, new_text)
+    display = _diff_display(path, shown, old_text, new_text, hunks)
     ctx.port.update(
         ctx.session_id,
         {"sessionUpdate": "tool_call_update", "toolCallId": ctx.tool_call_id, "content": display},
@@ -90,7 +101,7 @@ def _report(
     if outcome.status == "applied":
         ctx.edited_paths.add(path)
         verb = "Created" if proposal.old_text is None else "Edited"
-        diff = unified_diff(shown, proposal.old_text or "", proposal.new_text)
+        diff = hunks_diff(shown, proposal.old_text or "", proposal.hunks)
         return ToolResult(
             f"{verb} {shown} ({total} hunk{'s' if total != 1 else ''} applied).",
             raw_output={"status": "applied", "diff": diff},
