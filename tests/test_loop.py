@@ -339,3 +339,43 @@ def test_price_table_can_be_extended_in_settings() -> None:
     assert cost_usd("openai:my-local-model", usage) == 0.0
     assert cost_usd("openai:my-local-model", usage, {"my-local": [1, 2]}) == 3.0
     assert cost_usd("anthropic:claude-sonnet-4-5", usage) == 18.0
+
+
+async def test_edits_to_one_file_are_serialised_across_sessions(workspace: Path) -> None:
+    """Session B edits while A's edit waits for review: B waits, then must read again."""
+    edit = {
+        "name": "edit_file",
+        "input": {"file_path": "app.py", "old_string": "return", "new_string": "return  "},
+    }
+    turns = [
+        {"tool_calls": [{"name": "read_file", "input": {"file_path": "app.py"}}]},
+        {"tool_calls": [edit]},
+        {"text": "done"},
+    ]
+    release = asyncio.Event()
+
+    class SlowReviewPort(FakePort):
+        async def propose_edit(self, proposal: Any) -> Any:
+            if not self.proposals:
+                self.proposals.append(proposal)
+                await release.wait()  # the user is still looking at A's edit
+                self.proposals.pop()
+            return await FakePort.propose_edit(self, proposal)
+
+    port = SlowReviewPort()
+    loop_a, _, session_a = make_loop(workspace, turns, port)
+    loop_b, _, session_b = make_loop(workspace, turns, port)
+    run_a = asyncio.ensure_future(loop_a.run("a"))
+    for _ in range(200):
+        await asyncio.sleep(0.01)
+        if port.proposals:
+            break
+    run_b = asyncio.ensure_future(loop_b.run("b"))
+    await asyncio.sleep(0.3)
+    assert not run_b.done()  # B is waiting for the file, not editing over A
+    release.set()
+    await asyncio.gather(run_a, run_b)
+    assert not tool_results(session_a)[1].is_error
+    refused = tool_results(session_b)[1]
+    assert refused.is_error and "changed on disk since you last read it" in refused.content
+    assert (workspace / "app.py").read_text().count("return  ") == 1
