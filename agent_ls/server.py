@@ -374,8 +374,6 @@ def command(name: str) -> Callable[[CommandHandler], CommandHandler]:
         # No functools.wraps: pygls reads the signature (following __wrapped__) to convert
         # arguments, and this wrapper must receive them raw to validate them itself.
         async def wrapper(ls: AgentServer, *args: Any) -> Any:
-            from pydantic import ValidationError
-
             if len(args) > 1:
                 raise JsonRpcInvalidParams(f"{name} takes one object argument, got {len(args)}")
             raw = args[0] if args else {}
@@ -387,15 +385,19 @@ def command(name: str) -> Callable[[CommandHandler], CommandHandler]:
                 )
             try:
                 return await handler(ls, raw)
-            except ValidationError as exc:
-                problems = "; ".join(
-                    f"{'.'.join(str(p) for p in e['loc']) or 'argument'}: {e['msg']}"
-                    for e in exc.errors()[:5]
-                )
-                raise JsonRpcInvalidParams(f"invalid {name} argument: {problems}") from None
             except (JsonRpcException, asyncio.CancelledError):
                 raise
             except Exception as exc:
+                # pydantic is imported here, not up front: while the warm-up thread imports
+                # it, an import on the loop would wait for that lock (~100-200 ms).
+                from pydantic import ValidationError
+
+                if isinstance(exc, ValidationError):
+                    problems = "; ".join(
+                        f"{'.'.join(str(p) for p in e['loc']) or 'argument'}: {e['msg']}"
+                        for e in exc.errors()[:5]
+                    )
+                    raise JsonRpcInvalidParams(f"invalid {name} argument: {problems}") from None
                 log.exception("%s failed", name)
                 raise JsonRpcInternalError(f"{name} failed: {type(exc).__name__}: {exc}") from None
 
