@@ -12,6 +12,7 @@ import contextlib
 import contextvars
 import importlib
 import logging
+import os
 import uuid
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ log = logging.getLogger(__name__)
 REQUEST_FAILED = -32803
 FIX_WHOLE_FILE_LINES = 400  # agent.fix shows smaller files whole (no extra read_file turn)
 IGNORED_MESSAGE = "$/agent-ls/ignored"
+MODE_NAMES = ("default", "acceptEdits", "plan", "bypassPermissions")  # as in settings.Mode
 _command_params: contextvars.ContextVar[types.ExecuteCommandParams | None] = contextvars.ContextVar(
     "agent_ls_command_params", default=None
 )
@@ -477,11 +479,18 @@ async def cmd_cancel(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
 async def cmd_status(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
     state = ls.state
     current = state.sessions.get(state.current_session or "")
-    settings = ls.settings
+    model: str
+    mode: str
+    if state.settings is not None or current is not None:
+        model, mode = ls.settings.resolved_model(), ls.settings.mode
+    else:
+        # Right after start the warm-up thread is importing pydantic: answer from the raw
+        # options instead of waiting for that import (status must stay instant).
+        model, mode = _raw_model_and_mode(ls.init_options)
     return {
         "version": __version__,
-        "model": settings.resolved_model(),
-        "mode": current.permissions.mode if current else settings.mode,
+        "model": model,
+        "mode": current.permissions.mode if current else mode,
         "sessionId": current.id if current else None,
         "running": [sid for sid, run in state.runs.items() if not run.task.done()],
         "sessions": len(state.sessions),
@@ -490,6 +499,15 @@ async def cmd_status(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
         "grants": list(current.permissions.grants) if current else [],
         "workspace": [str(p) for p in ls.roots()],
     }
+
+
+def _raw_model_and_mode(options: Any) -> tuple[str, str]:
+    from agent_ls.models import DEFAULT_MODEL
+
+    raw = options if isinstance(options, dict) else {}
+    model = raw.get("model") if isinstance(raw.get("model"), str) else None
+    mode = raw.get("mode") if raw.get("mode") in MODE_NAMES else "default"
+    return model or os.environ.get("AGENT_LS_MODEL") or DEFAULT_MODEL, str(mode)
 
 
 @command("agent.newSession")

@@ -118,15 +118,27 @@ class Workspace:
         return self.roots[0]
 
     def resolve(self, raw: str) -> Path:
-        """An absolute, normalised path for a model-supplied path (relative to the root)."""
-        if "\0" in raw:
-            raise FileProblem("the path contains a NUL byte")
-        if not raw.strip():
-            raise FileProblem("the path is empty")
+        """An absolute, normalised path for a model-supplied path (relative to the root).
+
+        Junk (NUL, control or invisible characters, over-long paths or names) is refused with
+        a :class:`FileProblem` the model can read.
+        """
+        from agent_ls.safety.permissions import path_problem
+
+        problem = path_problem(raw)
+        if problem is None and any(len(os.fsencode(p)) > 255 for p in Path(raw).parts):
+            problem = "has a name longer than 255 bytes"
+        if problem:
+            raise FileProblem(f"Refused: the path {problem}.")
         path = Path(os.path.expanduser(raw))
         if not path.is_absolute():
             path = self.root / path
-        return path.resolve()
+        try:
+            return path.resolve()
+        except OSError as exc:
+            raise FileProblem(
+                f"Refused: the path cannot be used ({exc.strerror or exc})."
+            ) from None
 
     def contains(self, path: Path) -> bool:
         resolved = path.resolve()

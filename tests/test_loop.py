@@ -379,3 +379,26 @@ async def test_edits_to_one_file_are_serialised_across_sessions(workspace: Path)
     refused = tool_results(session_b)[1]
     assert refused.is_error and "changed on disk since you last read it" in refused.content
     assert (workspace / "app.py").read_text().count("return  ") == 1
+
+
+async def test_junk_paths_are_refused_with_a_clear_message(workspace: Path) -> None:
+    turns = [
+        {
+            "tool_calls": [
+                {"name": "write_file", "input": {"file_path": "x" * 300 + ".py", "content": "1"}},
+                {
+                    "name": "edit_file",
+                    "input": {"file_path": "a\u202eb.py", "old_string": "a", "new_string": "b"},
+                },
+            ]
+        },
+        {"text": "ok"},
+    ]
+    loop, _port, session = make_loop(workspace, turns)
+    await loop.run("go")
+    long_name, bidi = tool_results(session)
+    assert (
+        long_name.is_error
+        and "Refused: the path has a name longer than 255 bytes" in long_name.content
+    )
+    assert bidi.is_error and "direction-changing" in bidi.content
