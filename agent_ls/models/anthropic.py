@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import email.utils
 import json
 import logging
 import os
-import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from agent_ls.agent.messages import (
@@ -37,6 +35,7 @@ from agent_ls.models.base import (
     ToolInputDelta,
     ToolUseStart,
     TurnComplete,
+    retry_after_seconds,
 )
 
 log = logging.getLogger(__name__)
@@ -300,28 +299,6 @@ def _mark_cache(message: dict[str, Any]) -> None:
 
 
 # --- errors ------------------------------------------------------------------------------
-
-
-def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
-    """``retry-after-ms`` / ``retry-after`` (seconds or an HTTP date) as seconds."""
-    try:
-        ms = headers.get("retry-after-ms")
-        if ms:
-            return max(0.0, float(ms) / 1000)
-    except ValueError:
-        pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 def status_error(exc: anthropic.APIStatusError, model: str) -> ModelError:

@@ -7,7 +7,10 @@ of time) so that starting the language server stays fast.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import contextlib
+import email.utils
+import time
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -97,3 +100,21 @@ class Model(Protocol):
     async def warm(self) -> None:
         """Import the SDK and build the client ahead of the first request."""
         ...
+
+
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """``retry-after-ms`` / ``retry-after`` (seconds or an HTTP date) as seconds."""
+    with contextlib.suppress(ValueError):
+        ms = headers.get("retry-after-ms")
+        if ms:
+            return max(0.0, float(ms) / 1000)
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    with contextlib.suppress(ValueError):
+        return max(0.0, float(value))
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())

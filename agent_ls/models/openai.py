@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import email.utils
 import importlib
 import json
 import os
-import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +36,7 @@ from agent_ls.models.base import (
     ToolInputDelta,
     ToolUseStart,
     TurnComplete,
+    retry_after_seconds,
 )
 
 if TYPE_CHECKING:
@@ -342,24 +341,6 @@ def messages_to_wire(system: str, messages: list[Message]) -> list[dict[str, Any
 
 
 # --- errors ------------------------------------------------------------------------------
-
-
-def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
-    """``retry-after-ms`` / ``retry-after`` (seconds or an HTTP date) as seconds."""
-    with contextlib.suppress(ValueError):
-        ms = headers.get("retry-after-ms")
-        if ms:
-            return max(0.0, float(ms) / 1000)
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    with contextlib.suppress(ValueError):
-        return max(0.0, float(value))
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 def status_error(exc: openai.APIStatusError, model: str) -> ModelError:
