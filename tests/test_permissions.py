@@ -312,6 +312,7 @@ async def test_plan_mode_refuses_every_writing_tool(workspace: Path) -> None:
                     "input": {"file_path": "app.py", "old_string": "Hello", "new_string": "Hi"},
                 },
                 {"name": "run_shell", "input": {"command": "touch made.txt"}},
+                {"name": "run_shell", "input": {"command": "ls && git status --short"}},
             ]
         },
         {"text": "ok"},
@@ -320,8 +321,11 @@ async def test_plan_mode_refuses_every_writing_tool(workspace: Path) -> None:
     loop, port, session = make_loop(workspace, turns, port)
     session.permissions.mode = "plan"
     await loop.run("go")
-    read, write, edit, shell = tool_results(session)
+    read, write, edit, shell, inspect = tool_results(session)
     assert not read.is_error
+    assert (
+        "plan mode" not in inspect.content and "app.py" in inspect.content
+    )  # read-only shell runs
     for refused in (write, edit, shell):
         assert refused.is_error and "plan mode" in refused.content
     assert not (workspace / "n.py").exists() and not (workspace / "made.txt").exists()

@@ -305,9 +305,10 @@ class AgentLoop:
             },
         )
         self.port.progress(title)
-        if self.session.permissions.mode == "plan" and not tool.read_only:
+        if self.session.permissions.mode == "plan" and not tool.reads_only(args):
             result = ToolResult(
-                f"{tool.name} is not available in plan mode: only read-only tools may run. "
+                f"This {tool.name} call is not available in plan mode: only read-only tools and "
+                "read-only shell commands may run. "
                 "Describe the change you would make instead; the user will switch modes.",
                 is_error=True,
             )

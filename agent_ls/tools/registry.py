@@ -91,6 +91,10 @@ class Tool(ABC, Generic[InputT]):
     def title(self, args: InputT) -> str:
         return self.name
 
+    def reads_only(self, args: InputT) -> bool:
+        """Whether this call only reads (plan mode runs only such calls)."""
+        return self.read_only
+
     def locations(self, args: InputT, ctx: ToolContext) -> list[dict[str, Any]]:
         return []
 

@@ -626,6 +626,12 @@ class RunShell(Tool[RunShellInput]):
     input_model = RunShellInput
     kind = "execute"
 
+    def reads_only(self, args: RunShellInput) -> bool:
+        """Plan mode may run what the classifier allows without asking (ls, git log, ...)."""
+        from agent_ls.safety.shell import classify
+
+        return classify(args.command).decision == "allow"
+
     def title(self, args: RunShellInput) -> str:
         first = args.command.strip().splitlines()[0] if args.command.strip() else ""
         return f"Run {first[:80]}"
