@@ -69,6 +69,7 @@ def _run(args: argparse.Namespace) -> int:
         mode=args.mode,
         json_output=args.json,
         quiet=args.quiet,
+        checker=args.checker,
     )
     return run_headless(options)
 
@@ -163,6 +164,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", metavar="SESSION_ID", help="continue a saved session")
     run.add_argument("--mode", choices=["default", "acceptEdits", "plan", "bypassPermissions"])
     run.add_argument("--json", action="store_true", help="print the result object as JSON")
+    run.add_argument(
+        "--checker",
+        default=os.environ.get("AGENT_LS_CHECKER"),
+        metavar="CMD",
+        help="a command whose 'path:line:col: message' output serves as the editor's "
+        "diagnostics, e.g. \"ruff check --output-format=concise {file}\" (env AGENT_LS_CHECKER)",
+    )
     run.add_argument("--quiet", "-q", action="store_true", help="print only the answer")
     run.set_defaults(func=_run)
 

@@ -62,6 +62,7 @@ class RunOptions:
     mode: str | None = None
     json_output: bool = False
     quiet: bool = False
+    checker: str | None = None  # a command whose output serves agent/getDiagnostics
 
 
 class Headless:
@@ -114,6 +115,16 @@ class Headless:
         def save_documents(ls: LanguageClient, params: Any) -> dict[str, Any]:
             # Edits are written to disk as they are accepted: everything is saved already.
             return {"saved": list(getattr(params, "uris", None) or [])}
+
+        if self.options.checker:
+            checker = self.options.checker
+
+            @client.feature("agent/getDiagnostics")
+            async def get_diagnostics(ls: LanguageClient, params: Any) -> dict[str, Any]:
+                from agent_ls.client.checker import run_checker
+
+                uri = getattr(params, "uri", None)
+                return await run_checker(checker, self.options.cwd, uri)
 
         @client.feature(types.WINDOW_SHOW_MESSAGE)
         def show_message(ls: LanguageClient, params: types.ShowMessageParams) -> None:
