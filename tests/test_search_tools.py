@@ -12,6 +12,7 @@ import pytest
 
 from agent_ls.agent.port import Buffer
 from agent_ls.settings import Settings
+from agent_ls.tools import search
 from agent_ls.tools.registry import ToolContext, ToolResult
 from agent_ls.tools.search import (
     GrepSearch,
@@ -501,7 +502,10 @@ async def test_big_result_is_capped_and_counted(big_tree: Path) -> None:
     result = await grep(Workspace([big_tree]), "words")
     out = lines(result)
     assert len(out) == 202  # 200 matches, a blank line, the note
-    assert out[-1].startswith("(more than 19,800 more matches not shown, more than 20,000 in")
+    limit = search.MATCH_COUNT_LIMIT
+    assert out[-1].startswith(
+        f"(more than {limit - 200:,} more matches not shown, more than {limit:,} in"
+    )
     assert rg_children() == []
 
 
