@@ -131,7 +131,8 @@ async def test_allowed_shell_command_runs_in_workspace(workspace: Path) -> None:
         assert result["stopReason"] == "end_turn"
         assert (workspace / "marker.txt").exists()
         done = [u for u in ed.of_kind("tool_call_update") if u.get("status") == "completed"]
-        assert "marker.txt" in str(done[0]["rawOutput"]) or done
+        assert done[0]["rawOutput"]["exitCode"] == 0
+        assert "marker.txt" in done[0]["content"][0]["content"]["text"]  # ls saw the new file
 
 
 async def test_fast_streams_are_coalesced_without_losing_text(workspace: Path) -> None:
