@@ -21,7 +21,7 @@ from agent_ls.agent.port import (
     EditProposal,
     Unsupported,
 )
-from agent_ls.edits import LineIndex, PositionEncoding, landed_hunks, unified_diff
+from agent_ls.edits import LineIndex, PositionEncoding, hunks_diff, landed_hunks
 from agent_ls.protocol import GET_DIAGNOSTICS_REQUEST, SAVE_DOCUMENTS_REQUEST, UPDATE_NOTIFICATION
 
 if TYPE_CHECKING:
@@ -49,6 +49,18 @@ def position_encoding(server: AgentServer) -> PositionEncoding:
     """The position encoding negotiated with the client."""
     enc = str(server.workspace.position_encoding or "utf-16")
     return enc if enc in ("utf-8", "utf-16", "utf-32") else "utf-16"  # type: ignore[return-value]
+
+
+def diff_summary(diff: str) -> tuple[int, int]:
+    """Lines added and removed by a unified diff (parsed with unidiff)."""
+    from unidiff import PatchSet
+    from unidiff.errors import UnidiffParseError
+
+    try:
+        patch = PatchSet(diff)
+    except UnidiffParseError:
+        return 0, 0
+    return sum(f.added for f in patch), sum(f.removed for f in patch)
 
 
 def build_workspace_edit(
@@ -197,13 +209,8 @@ class LspEditorPort:
         if proposal.needs_confirmation and not has_annotations:
             # The client cannot preview with per-hunk confirmation: ask first, with a summary.
             shown = server.display_path(proposal.path)
-            diff = unified_diff(shown, proposal.old_text or "", proposal.new_text)
-            added = sum(
-                1 for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++")
-            )
-            removed = sum(
-                1 for ln in diff.splitlines() if ln.startswith("-") and not ln.startswith("---")
-            )
+            diff = hunks_diff(shown, proposal.old_text or "", proposal.hunks)
+            added, removed = diff_summary(diff)
             verb = "Create" if proposal.old_text is None else "Apply edit to"
             answer = await self._ask(
                 f"{verb} {shown}? (+{added} -{removed} lines)\n\n{diff[:4000]}",

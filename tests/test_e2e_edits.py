@@ -190,6 +190,9 @@ async def test_new_file(workspace: Path, profile: str) -> None:
         if profile == "vscode":
             kinds = [type(c).__name__ for c in ed.edit_requests[0].edit.document_changes]
             assert kinds == ["CreateFile", "TextDocumentEdit"]
+        else:  # no per-hunk preview: asked first, with a unified diff summary
+            assert ed.confirmations[0].startswith("Create pkg/new.py? (+1 -0 lines)")
+            assert "+VALUE = 1" in ed.confirmations[0]
 
 
 async def test_partial_accept_is_reported_hunk_by_hunk(workspace: Path) -> None:
