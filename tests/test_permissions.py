@@ -370,7 +370,7 @@ def test_home_sensitive_paths() -> None:
     home = Path.home()
     for path in (home / ".ssh" / "config", home / ".zshrc", home / ".config/fish/config.fish"):
         assert sensitive_reason(path), path
-    assert sensitive_reason(Path("/work/src/app.py")) is None
+    assert sensitive_reason(Path("/home/dev/project/src/app.py")) is None
 
 
 async def test_sensitive_write_through_the_loop_in_accept_edits(workspace: Path) -> None:
