@@ -104,11 +104,6 @@ def dominant_newline(text: str, default: str = "\n") -> str:
     return best if counts[best] else default
 
 
-def line_of(text: str, offset: int) -> int:
-    """1-based line number of ``offset`` (lines as LSP counts them)."""
-    return LineIndex(text).position(offset, "utf-32")[0] + 1
-
-
 # -- positions -------------------------------------------------------------------------------
 
 _BLOCK = 1 << 16  # characters per block of the sparse line index

@@ -90,9 +90,6 @@ class ReadState:
             )
         return None
 
-    def forget(self, path: Path) -> None:
-        self._seen.pop(path, None)
-
 
 class Workspace:
     """Workspace folders, path resolution and buffer-aware file access."""

@@ -14,7 +14,6 @@ from agent_ls.edits import (
     diff_hunks,
     dominant_newline,
     landed_hunks,
-    line_of,
     normalize_newlines,
     plan_replacement,
     plan_write,
@@ -92,7 +91,7 @@ def test_line_count_and_line_starts() -> None:
     assert LineIndex("").line_count == 1
     assert split_lines("a\r\nb\rc\n") == ["a", "b", "c"]
     assert split_lines("") == [] and split_lines("\n") == [""]
-    assert line_of("a\rb\r\nc", 5) == 3
+    assert LineIndex("a\rb\r\nc").position(5, "utf-32") == (2, 0)
 
 
 def test_big_text_positions_and_offsets_far_from_each_other() -> None:
