@@ -21,6 +21,7 @@ import re
 import shutil
 import sysconfig
 import tempfile
+import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ MAX_LINE_CHARS = 300
 MAX_FILESIZE = "10M"
 MAX_RECORD_BYTES = 32 << 20  # an rg output record longer than this is dropped
 READ_CHUNK = 1 << 16
+PUMP_EXIT_SECONDS = 5.0  # how long to wait for the reader thread once rg is killed
 
 COMMON_ARGS = (
     "--no-config",  # a user's RIPGREP_CONFIG_PATH must not change what the model sees
@@ -105,29 +107,44 @@ async def run_rg(
     binary = rg_binary()
     if binary is None:
         raise SearchError(NO_RG)
-    proc = await asyncio.create_subprocess_exec(
-        binary,
-        *args,
-        cwd=cwd,
-        stdin=asyncio.subprocess.DEVNULL if stdin_data is None else asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    assert proc.stdout is not None and proc.stderr is not None
+    # rg's output is read and parsed in a worker thread: a search printing megabytes of JSON
+    # must not hold the event loop (agent.status and agent.cancel stay answered).
+    read_fd, write_fd = os.pipe()
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            binary,
+            *args,
+            cwd=cwd,
+            stdin=asyncio.subprocess.DEVNULL if stdin_data is None else asyncio.subprocess.PIPE,
+            stdout=write_fd,
+            stderr=asyncio.subprocess.PIPE,
+        )
+    except BaseException:
+        os.close(read_fd)
+        raise
+    finally:
+        os.close(write_fd)  # rg holds the write end; EOF comes when it exits
+    output = os.fdopen(read_fd, "rb", buffering=0)
+    assert proc.stderr is not None
     stderr_task = asyncio.create_task(_read_capped(proc.stderr, 16_384))
     writer = None
     if stdin_data is not None:
         writer = asyncio.create_task(_feed(proc, stdin_data))
     run = RgRun(returncode=None, stderr="")
+    stop = threading.Event()
+    pump = asyncio.ensure_future(
+        asyncio.to_thread(_pump, output.read, separator, on_record, run, stop)
+    )
     finished = False
     try:
         try:
             async with asyncio.timeout(time_limit):
-                finished = await _pump(proc.stdout, separator, on_record, run)
+                finished = await asyncio.shield(pump)
         except TimeoutError:
             run.timed_out = True
         run.stopped = not finished and not run.timed_out
     finally:
+        stop.set()
         if not finished and proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
@@ -136,10 +153,11 @@ async def run_rg(
             await asyncio.wait([writer])
         if proc.stdin is not None:
             proc.stdin.close()
-        # Python 3.11's Process.wait() returns only once every pipe has closed, and a stdout
-        # paused because nobody read it never sees its EOF: drain what rg wrote before dying.
-        while await proc.stdout.read(READ_CHUNK):
-            pass
+        await asyncio.wait([pump], timeout=PUMP_EXIT_SECONDS)  # EOF once rg is gone
+        if pump.done():
+            output.close()
+            if not pump.cancelled():
+                pump.exception()  # retrieved: a consumer's error is not re-raised here
         await proc.wait()
         run.stderr = (await stderr_task).decode("utf-8", "replace")
     run.returncode = proc.returncode
@@ -162,13 +180,15 @@ async def _read_capped(stream: asyncio.StreamReader, cap: int) -> bytes:
     return bytes(kept)
 
 
-async def _pump(
-    stream: asyncio.StreamReader,
+def _pump(
+    read: Callable[[int], bytes],
     separator: bytes,
     on_record: Callable[[bytes], bool],
     run: RgRun,
+    stop: threading.Event,
 ) -> bool:
-    """Split ``stream`` into records; True at EOF, False when ``on_record`` asked to stop."""
+    """Split rg's output into records (in a worker thread); True at EOF, False when
+    ``on_record`` asked to stop or the search was stopped."""
     pending = bytearray()
     skipping = False  # inside a record that outgrew MAX_RECORD_BYTES
 
@@ -176,8 +196,11 @@ async def _pump(
         run.records += 1
         return on_record(record)
 
-    while True:
-        chunk = await stream.read(READ_CHUNK)
+    while not stop.is_set():
+        try:
+            chunk = read(READ_CHUNK)
+        except (OSError, ValueError):  # the pipe was closed under us
+            return False
         if not chunk:
             if pending and not skipping:
                 return emit(bytes(pending))
@@ -202,9 +225,7 @@ async def _pump(
             if not emit(part):
                 return False
         pending = bytearray(parts[-1])
-        # StreamReader.read returns buffered data without suspending: yield, so requests
-        # (agent.status, agent.cancel) are answered while a large search streams in.
-        await asyncio.sleep(0)
+    return False
 
 
 # --------------------------------------------------------------------------- paths and globs
