@@ -10,8 +10,6 @@ takes over a second to import and the language server must start fast.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -30,6 +28,7 @@ from agent_ls.models.base import (
     ModelError,
     ModelEvent,
     ModelRequest,
+    SdkModel,
     TextDelta,
     ThinkingDelta,
     ToolInputDelta,
@@ -59,30 +58,11 @@ def _cache() -> dict[str, str]:
     return {"type": "ephemeral"}
 
 
-class AnthropicModel:
+class AnthropicModel(SdkModel["anthropic.AsyncAnthropic"]):
     """``anthropic:<model>``. ``api_key``/``base_url`` default to the SDK's environment lookup."""
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        context_window: int = DEFAULT_CONTEXT_WINDOW,
-    ) -> None:
-        self._model = model
-        self._api_key = api_key
-        self._base_url = base_url
-        self._context_window = context_window
-        self._client: anthropic.AsyncAnthropic | None = None
-
-    @property
-    def name(self) -> str:
-        return f"anthropic:{self._model}"
-
-    @property
-    def context_window(self) -> int:
-        return self._context_window
+    provider = "anthropic"
+    default_context_window = DEFAULT_CONTEXT_WINDOW
 
     def _key(self) -> str | None:
         """The API key to pass the SDK; raises if no credential is configured at all."""
@@ -91,13 +71,8 @@ class AnthropicModel:
             raise ModelError("ANTHROPIC_API_KEY is not set", retryable=False)
         return key or None
 
-    async def warm(self) -> None:
-        """Import the SDK off the event loop, then build the client if a key is configured."""
-        if self._client is not None:
-            return
-        await asyncio.to_thread(_prewarm_sdk)
-        with contextlib.suppress(ModelError):  # stream() reports it, where the loop shows it
-            await asyncio.to_thread(self._make_client)  # SSL context set-up takes ~30-50 ms
+    def _prepare_sdk(self) -> None:
+        _prewarm_sdk()
 
     def _make_client(self) -> anthropic.AsyncAnthropic:
         if self._client is None:
@@ -108,12 +83,6 @@ class AnthropicModel:
                 api_key=key, base_url=self._base_url, max_retries=0
             )
         return self._client
-
-    async def aclose(self) -> None:
-        """Close the HTTP client and its pooled connections (the model can be used again)."""
-        client, self._client = self._client, None
-        if client is not None:
-            await client.close()
 
     def request_params(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments of ``messages.stream`` for ``request``, cache breakpoints set."""

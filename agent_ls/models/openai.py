@@ -9,8 +9,6 @@ a local server (``OPENAI_BASE_URL`` set) may go without a key. The SDK retries n
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import importlib
 import json
 import os
@@ -31,6 +29,7 @@ from agent_ls.models.base import (
     ModelError,
     ModelEvent,
     ModelRequest,
+    SdkModel,
     TextDelta,
     ThinkingDelta,
     ToolInputDelta,
@@ -55,30 +54,11 @@ _FINISH_REASONS = {
 _FATAL_ERROR_TYPES = {"invalid_request_error", "authentication_error", "permission_error"}
 
 
-class OpenAIModel:
+class OpenAIModel(SdkModel["openai.AsyncOpenAI"]):
     """``openai:<model>``; ``api_key``/``base_url`` default to the ``OPENAI_*`` variables."""
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        context_window: int = DEFAULT_CONTEXT_WINDOW,
-    ) -> None:
-        self._model = model
-        self._api_key = api_key
-        self._base_url = base_url
-        self._context_window = context_window
-        self._client: openai.AsyncOpenAI | None = None
-
-    @property
-    def name(self) -> str:
-        return f"openai:{self._model}"
-
-    @property
-    def context_window(self) -> int:
-        return self._context_window
+    provider = "openai"
+    default_context_window = DEFAULT_CONTEXT_WINDOW
 
     def _endpoint(self) -> tuple[str, str | None]:
         """``(api_key, base_url)``; raises if no key and no local server is configured."""
@@ -90,13 +70,8 @@ class OpenAIModel:
             key = PLACEHOLDER_KEY
         return key, base_url
 
-    async def warm(self) -> None:
-        """Import the SDK off the event loop, then build the client if it is configured."""
-        if self._client is not None:
-            return
-        await asyncio.to_thread(importlib.import_module, "openai")
-        with contextlib.suppress(ModelError):  # stream() reports it, where the loop shows it
-            self._make_client()
+    def _prepare_sdk(self) -> None:
+        importlib.import_module("openai")
 
     def _make_client(self) -> openai.AsyncOpenAI:
         if self._client is None:
@@ -105,12 +80,6 @@ class OpenAIModel:
 
             self._client = openai.AsyncOpenAI(api_key=key, base_url=base_url, max_retries=0)
         return self._client
-
-    async def aclose(self) -> None:
-        """Close the HTTP client and its pooled connections (the model can be used again)."""
-        client, self._client = self._client, None
-        if client is not None:
-            await client.close()
 
     def request_params(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments of ``chat.completions.create`` for ``request``."""
