@@ -91,9 +91,9 @@ def test_random_arguments_get_clean_answers(server: RawClient, command: str, arg
 )
 def test_malformed_execute_command_params(server: RawClient, params: Any) -> None:
     response = server.request("workspace/executeCommand", params)
-    assert "error" in response or "result" in response
-    if "error" in response:
-        assert "Traceback" not in json.dumps(response["error"])
+    # Each is a bad request: answered (not dropped) with invalid params, without a traceback.
+    assert response.get("error", {}).get("code") == -32602, response
+    assert "Traceback" not in json.dumps(response["error"])
     alive = server.request(
         "workspace/executeCommand", {"command": "agent.status", "arguments": [{}]}
     )
