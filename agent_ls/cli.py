@@ -26,7 +26,7 @@ def _serve(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("pygls").setLevel(max(logging.WARNING, logging.root.level))
-    from agent_ls.server import server
+    from agent_ls.lsp.server import server
 
     if args.tcp:
         host, _, port = args.tcp.rpartition(":")

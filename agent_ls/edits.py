@@ -29,16 +29,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Literal
 
+from agent_ls.ports.editor import Hunk
+
 PositionEncoding = Literal["utf-8", "utf-16", "utf-32"]
-
-
-@dataclass(frozen=True, slots=True)
-class Hunk:
-    """Replace ``old_text[start:end]`` with ``new_text``."""
-
-    start: int
-    end: int
-    new_text: str
 
 
 class EditError(ValueError):

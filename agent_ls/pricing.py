@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent_ls.agent.messages import Usage
+from agent_ls.ports.messages import Usage
 
 # USD per million tokens: input, output, cache read, cache write (5-minute TTL).
 PRICES: dict[str, tuple[float, float, float, float]] = {

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 Mode = Literal["default", "acceptEdits", "plan", "bypassPermissions"]
 MODES: tuple[Mode, ...] = ("default", "acceptEdits", "plan", "bypassPermissions")
+DEFAULT_MODEL = "anthropic:claude-sonnet-4-5"
 
 
 class PermissionRules(BaseModel):
@@ -43,8 +44,6 @@ class Settings(BaseModel):
     prices: dict[str, list[float]] = Field(default_factory=dict)
 
     def resolved_model(self) -> str:
-        from agent_ls.models import DEFAULT_MODEL
-
         return self.model or os.environ.get("AGENT_LS_MODEL") or DEFAULT_MODEL
 
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent_ls.agent.port import Buffer
+from agent_ls.ports.editor import Buffer
 
 BufferLookup = Callable[[Path], Buffer | None]
 
@@ -120,7 +120,7 @@ class Workspace:
         Junk (NUL, control or invisible characters, over-long paths or names) is refused with
         a :class:`FileProblem` the model can read.
         """
-        from agent_ls.safety.permissions import path_problem
+        from agent_ls.safety.paths import path_problem
 
         problem = path_problem(raw)
         if problem is None and any(len(os.fsencode(p)) > 255 for p in Path(raw).parts):

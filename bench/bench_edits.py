@@ -5,7 +5,7 @@
 Measured, per file (10 MB and 1 MB of Python-like text; ``bmp``: é → ü every 40th line,
 2 bytes per character in CPython; ``astral``: also an emoji line every 40 lines, 4 bytes per
 character): ``plan_replacement`` (find, uniqueness, minimal hunk, the new text) plus the hunk's
-LSP range from ``LineIndex.position`` in UTF-16 and in UTF-8, as ``lsp_port`` computes them for
+LSP range from ``LineIndex.position`` in UTF-16 and in UTF-8, as ``lsp.port`` computes them for
 the ``WorkspaceEdit``. Baseline, in the same rounds: the bare string work — ``str.count`` for
 uniqueness, ``str.find``, ``str.count('\\n')`` for the line, ``rfind`` and a UTF-16 encode of
 the line prefix for the column, and the new text by slicing (``edit_fast`` of the anchor

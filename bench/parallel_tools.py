@@ -20,7 +20,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent_ls.agent.loop import AgentLoop
-from agent_ls.agent.port import (
+from agent_ls.agent.session import Session
+from agent_ls.models.script import ScriptModel
+from agent_ls.ports.editor import (
     Buffer,
     ConfirmRequest,
     Decision,
@@ -28,8 +30,6 @@ from agent_ls.agent.port import (
     EditProposal,
     Unsupported,
 )
-from agent_ls.agent.session import Session
-from agent_ls.models.script import ScriptModel
 from agent_ls.settings import Settings
 from agent_ls.tools.registry import default_tools
 from agent_ls.workspace import Workspace

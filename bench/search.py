@@ -125,7 +125,7 @@ def ensure_tree(config: Config) -> Path:
 
 def tool_context(tree: Path) -> Any:
     from agent_ls.settings import Settings
-    from agent_ls.tools.registry import ToolContext
+    from agent_ls.tools.base import ToolContext
     from agent_ls.workspace import ReadState, Workspace
 
     return ToolContext(

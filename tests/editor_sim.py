@@ -23,7 +23,7 @@ from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
 from agent_ls.client.apply import apply_text_edits, collect, write_atomically
-from agent_ls.lsp_port import path_to_uri, plain_json, uri_to_path
+from agent_ls.lsp.jsonrpc import path_to_uri, plain_json, uri_to_path
 from agent_ls.workspace import read_disk, read_disk_text
 
 REPO = Path(__file__).resolve().parents[1]

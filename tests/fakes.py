@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_ls.agent.port import (
+from agent_ls.edits import apply_hunks
+from agent_ls.ports.editor import (
     Buffer,
     ConfirmRequest,
     Decision,
@@ -14,7 +15,6 @@ from agent_ls.agent.port import (
     EditProposal,
     Unsupported,
 )
-from agent_ls.edits import apply_hunks
 
 
 @dataclass

@@ -7,7 +7,6 @@ import pytest
 from agent_ls import edits
 from agent_ls.edits import (
     EditError,
-    Hunk,
     LineIndex,
     PositionEncoding,
     apply_hunks,
@@ -19,6 +18,7 @@ from agent_ls.edits import (
     plan_write,
     split_lines,
 )
+from agent_ls.ports.editor import Hunk
 
 ENCODINGS: list[PositionEncoding] = ["utf-8", "utf-16", "utf-32"]
 BLOCK = edits._BLOCK

@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 
 from agent_ls.edits import (
     EditError,
-    Hunk,
     LineIndex,
     PositionEncoding,
     diff_hunks,
@@ -26,6 +25,7 @@ from agent_ls.edits import (
     plan_replacement,
     plan_write,
 )
+from agent_ls.ports.editor import Hunk
 
 ENCODINGS: list[PositionEncoding] = ["utf-8", "utf-16", "utf-32"]
 EXAMPLES = int(os.environ.get("AGENT_LS_PROPERTY_EXAMPLES", "2000"))  # per encoding

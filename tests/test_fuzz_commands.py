@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_ls.protocol import COMMANDS
+from agent_ls.lsp.protocol import COMMANDS
 from tests.rawclient import RawClient
 
 json_values = st.recursive(

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from agent_ls.agent.loop import AgentLoop
-from agent_ls.agent.messages import ToolResultBlock
-from agent_ls.agent.port import Buffer, Decision
 from agent_ls.agent.session import Session
 from agent_ls.models.script import ScriptModel
+from agent_ls.ports.editor import Buffer, Decision
+from agent_ls.ports.messages import ToolResultBlock
 from agent_ls.settings import Settings
 from agent_ls.tools.registry import default_tools
 from agent_ls.workspace import Workspace
@@ -332,7 +332,7 @@ async def test_spending_cap_stops_the_run_cleanly(workspace: Path) -> None:
 
 
 def test_price_table_can_be_extended_in_settings() -> None:
-    from agent_ls.agent.messages import Usage
+    from agent_ls.ports.messages import Usage
     from agent_ls.pricing import cost_usd
 
     usage = Usage(input_tokens=1_000_000, output_tokens=1_000_000)

@@ -12,19 +12,15 @@ from typing import Any
 
 import pytest
 
-from agent_ls.agent.port import Decision
-from agent_ls.safety.permissions import (
-    Permissions,
-    Rule,
-    command_words,
-    path_problem,
-    sensitive_reason,
-)
+from agent_ls.ports.editor import Decision
+from agent_ls.safety.paths import path_problem, sensitive_reason
+from agent_ls.safety.permissions import Permissions
+from agent_ls.safety.rules import Rule, command_words
 from agent_ls.safety.shell import classify
+from agent_ls.safety.shell_policy import authorize_command, write_targets
 from agent_ls.settings import Mode, PermissionRules, Settings
 from agent_ls.tools.access import authorize_path
-from agent_ls.tools.registry import ToolContext
-from agent_ls.tools.shell import authorize_command, write_targets
+from agent_ls.tools.base import ToolContext
 from agent_ls.workspace import ReadState, Workspace
 from tests.fakes import FakePort
 from tests.test_loop import make_loop, tool_results

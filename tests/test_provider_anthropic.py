@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from agent_ls.agent.messages import (
+from agent_ls.models.anthropic import AnthropicModel, messages_to_wire
+from agent_ls.ports.messages import (
     Message,
     TextBlock,
     ThinkingBlock,
@@ -19,8 +20,7 @@ from agent_ls.agent.messages import (
     ToolUseBlock,
     Usage,
 )
-from agent_ls.models.anthropic import AnthropicModel, messages_to_wire
-from agent_ls.models.base import (
+from agent_ls.ports.model import (
     ModelError,
     ModelEvent,
     ModelRequest,

@@ -10,8 +10,9 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from agent_ls.agent.messages import Message, TextBlock, ThinkingBlock, ToolResultBlock, Usage
-from agent_ls.models.base import (
+from agent_ls.models.openai import OpenAIModel, parse_arguments
+from agent_ls.ports.messages import Message, TextBlock, ThinkingBlock, ToolResultBlock, Usage
+from agent_ls.ports.model import (
     ModelError,
     ModelEvent,
     ModelRequest,
@@ -22,7 +23,6 @@ from agent_ls.models.base import (
     ToolUseStart,
     TurnComplete,
 )
-from agent_ls.models.openai import OpenAIModel, parse_arguments
 from tests.fakeapi import FakeAPI, Fault, Turn, TurnUsage
 
 MODEL = "gpt-test"

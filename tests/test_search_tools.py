@@ -10,10 +10,10 @@ from typing import Any, cast
 
 import pytest
 
-from agent_ls.agent.port import Buffer
+from agent_ls.ports.editor import Buffer
 from agent_ls.settings import Settings
 from agent_ls.tools import search
-from agent_ls.tools.registry import ToolContext, ToolResult
+from agent_ls.tools.base import ToolContext, ToolResult
 from agent_ls.tools.search import (
     GrepSearch,
     GrepSearchInput,

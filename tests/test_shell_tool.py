@@ -19,7 +19,7 @@ import pytest
 
 from agent_ls.safety.permissions import Permissions
 from agent_ls.settings import Settings
-from agent_ls.tools.registry import ToolContext, ToolResult
+from agent_ls.tools.base import ToolContext, ToolResult
 from agent_ls.tools.shell import (
     RUN_MARKER,
     OutputBuffer,

@@ -10,9 +10,9 @@ import pytest
 from agent_ls.edits import LineIndex, apply_hunks
 from agent_ls.safety.permissions import Permissions
 from agent_ls.settings import Settings
+from agent_ls.tools.base import ToolContext
 from agent_ls.tools.edit import EditFile, EditFileInput, WriteFile, WriteFileInput
 from agent_ls.tools.files import ReadFile, ReadFileInput
-from agent_ls.tools.registry import ToolContext
 from agent_ls.workspace import (
     FileProblem,
     ReadState,

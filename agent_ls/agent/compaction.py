@@ -6,9 +6,9 @@ The summary call is the only model call besides the loop's turns; it is shown in
 from __future__ import annotations
 
 from agent_ls import prompts
-from agent_ls.agent.messages import Message, TextBlock, Usage
 from agent_ls.agent.session import Session
-from agent_ls.models.base import Model, ModelError, ModelRequest, TurnComplete
+from agent_ls.ports.messages import Message, TextBlock, Usage
+from agent_ls.ports.model import Model, ModelError, ModelRequest, TurnComplete
 
 SUMMARY_MAX_TOKENS = 4096
 

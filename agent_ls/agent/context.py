@@ -15,7 +15,7 @@ from typing import Any
 from agent_ls import prompts
 from agent_ls.agent.prompt import selection_context
 from agent_ls.edits import PositionEncoding
-from agent_ls.safety.permissions import is_secret_like
+from agent_ls.safety.paths import is_secret_like
 from agent_ls.tools.files import number_lines
 from agent_ls.workspace import FileProblem, ReadState, Workspace
 

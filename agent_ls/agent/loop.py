@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_ls.agent.compaction import compact, needs_compaction
-from agent_ls.agent.messages import Message, ToolResultBlock, ToolUseBlock, Usage
-from agent_ls.agent.port import EditorPort
 from agent_ls.agent.session import Session
-from agent_ls.models.base import (
+from agent_ls.ports.editor import EditorPort
+from agent_ls.ports.messages import Message, ToolResultBlock, ToolUseBlock, Usage
+from agent_ls.ports.model import (
     Model,
     ModelError,
     ModelRequest,
@@ -27,13 +27,8 @@ from agent_ls.models.base import (
 )
 from agent_ls.pricing import cost_usd
 from agent_ls.settings import Settings
-from agent_ls.tools.registry import (
-    Tool,
-    ToolContext,
-    ToolRegistry,
-    ToolResult,
-    describe_validation_error,
-)
+from agent_ls.tools.base import Tool, ToolContext, ToolResult, describe_validation_error
+from agent_ls.tools.registry import ToolRegistry
 from agent_ls.workspace import FileProblem, Workspace
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from typing import Any
 
 from agent_ls import prompts
 from agent_ls.edits import LineIndex, PositionEncoding
-from agent_ls.models.base import ToolSpec
+from agent_ls.ports.model import ToolSpec
 
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")
 LOCAL_INSTRUCTION_FILES = ("AGENTS.local.md", "CLAUDE.local.md")

@@ -7,8 +7,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent_ls.agent.messages import Message, TextBlock, ToolResultBlock, Usage
 from agent_ls.agent.store import SessionStore
+from agent_ls.ports.messages import Message, TextBlock, ToolResultBlock, Usage
 from agent_ls.safety.permissions import Permissions
 from agent_ls.workspace import ReadState
 

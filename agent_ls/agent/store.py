@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from agent_ls.agent.messages import Message
+from agent_ls.ports.messages import Message
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 

@@ -15,8 +15,9 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from agent_ls.edits import Hunk, LineIndex, PositionEncoding, apply_hunks
-from agent_ls.lsp_port import uri_to_path
+from agent_ls.edits import LineIndex, PositionEncoding, apply_hunks
+from agent_ls.lsp.jsonrpc import uri_to_path
+from agent_ls.ports.editor import Hunk
 from agent_ls.workspace import DiskText, FileProblem, encode_text, read_disk
 
 AcceptHunk = Callable[[Path, int, types.TextEdit | types.AnnotatedTextEdit], bool]

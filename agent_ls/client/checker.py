@@ -13,7 +13,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from agent_ls.lsp_port import path_to_uri
+from agent_ls.lsp.jsonrpc import path_to_uri
 
 CHECKER_TIMEOUT = 60.0
 _LINE = re.compile(
@@ -54,7 +54,7 @@ async def run_checker(command: str, root: Path, uri: str | None) -> dict[str, An
     """Run ``command`` (``{file}`` is replaced by the file asked about) and parse its output."""
     file_arg = ""
     if uri is not None and uri.startswith("file://"):
-        from agent_ls.lsp_port import uri_to_path
+        from agent_ls.lsp.jsonrpc import uri_to_path
 
         path = uri_to_path(uri)
         file_arg = shlex.quote(str(path)) if path is not None else ""

@@ -24,7 +24,7 @@ from agent_ls import __version__
 from agent_ls.client.apply import apply_to_disk
 from agent_ls.client.render import Renderer
 from agent_ls.edits import PositionEncoding
-from agent_ls.lsp_port import path_to_uri, plain_json, uri_to_path
+from agent_ls.lsp.jsonrpc import path_to_uri, plain_json, uri_to_path
 
 Policy = Literal["yes", "no", "ask"]
 ENCODING: PositionEncoding = "utf-16"

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from agent_ls.models.base import Model, ModelError
-
-DEFAULT_MODEL = "anthropic:claude-sonnet-4-5"
+from agent_ls.ports.model import Model, ModelError
+from agent_ls.settings import DEFAULT_MODEL
 
 __all__ = ["DEFAULT_MODEL", "Model", "ModelError", "load_model"]
 

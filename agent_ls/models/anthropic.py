@@ -1,4 +1,4 @@
-"""The Anthropic Messages API as a :class:`~agent_ls.models.base.Model`.
+"""The Anthropic Messages API as a :class:`~agent_ls.models.sdk.Model`.
 
 Streams one turn with ``AsyncAnthropic.messages.stream``, translates our provider-neutral
 history to the wire format (assistant blocks echoed exactly, thinking signatures included),
@@ -16,25 +16,17 @@ import os
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from agent_ls.agent.messages import (
-    Block,
-    Message,
-    TextBlock,
-    ThinkingBlock,
-    ToolUseBlock,
-    Usage,
-)
-from agent_ls.models.base import (
+from agent_ls.models.sdk import SdkModel, retry_after_seconds
+from agent_ls.ports.messages import Block, Message, TextBlock, ThinkingBlock, ToolUseBlock, Usage
+from agent_ls.ports.model import (
     ModelError,
     ModelEvent,
     ModelRequest,
-    SdkModel,
     TextDelta,
     ThinkingDelta,
     ToolInputDelta,
     ToolUseStart,
     TurnComplete,
-    retry_after_seconds,
 )
 
 log = logging.getLogger(__name__)

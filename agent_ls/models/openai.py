@@ -16,7 +16,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agent_ls.agent.messages import (
+from agent_ls.models.sdk import SdkModel, retry_after_seconds
+from agent_ls.ports.messages import (
     Block,
     Message,
     TextBlock,
@@ -25,17 +26,15 @@ from agent_ls.agent.messages import (
     ToolUseBlock,
     Usage,
 )
-from agent_ls.models.base import (
+from agent_ls.ports.model import (
     ModelError,
     ModelEvent,
     ModelRequest,
-    SdkModel,
     TextDelta,
     ThinkingDelta,
     ToolInputDelta,
     ToolUseStart,
     TurnComplete,
-    retry_after_seconds,
 )
 
 if TYPE_CHECKING:

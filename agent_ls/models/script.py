@@ -31,8 +31,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from agent_ls.agent.messages import Block, Message, TextBlock, ThinkingBlock, ToolUseBlock, Usage
-from agent_ls.models.base import (
+from agent_ls.ports.messages import Block, Message, TextBlock, ThinkingBlock, ToolUseBlock, Usage
+from agent_ls.ports.model import (
     ModelError,
     ModelEvent,
     ModelRequest,

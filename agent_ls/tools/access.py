@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from agent_ls.safety.permissions import Rule, is_secret_like, path_problem, sensitive_reason
-from agent_ls.tools.registry import ToolContext
+from agent_ls.safety.paths import is_secret_like, path_problem, sensitive_reason
+from agent_ls.safety.rules import Rule
+from agent_ls.tools.base import ToolContext
 
 OUTSIDE = "it is outside the workspace folders"
 SECRET = "it looks like a secret (environment file, key or credentials)"

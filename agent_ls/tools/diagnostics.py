@@ -10,8 +10,8 @@ from urllib.parse import unquote, urlparse
 
 from pydantic import BaseModel, Field
 
-from agent_ls.agent.port import Unsupported
-from agent_ls.tools.registry import Tool, ToolContext, ToolResult, cap_text
+from agent_ls.ports.editor import Unsupported
+from agent_ls.tools.base import Tool, ToolContext, ToolResult, cap_text
 
 SEVERITY = {1: "error", 2: "warning", 3: "info", 4: "hint"}
 

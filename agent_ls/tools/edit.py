@@ -8,11 +8,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from agent_ls.agent.port import EditOutcome, EditProposal
-from agent_ls.edits import EditError, Hunk, hunks_diff, plan_replacement, plan_write
+from agent_ls.edits import EditError, hunks_diff, plan_replacement, plan_write
+from agent_ls.ports.editor import EditOutcome, EditProposal, Hunk
 from agent_ls.tools import diagnostics
 from agent_ls.tools.access import authorize_path
-from agent_ls.tools.registry import Tool, ToolContext, ToolResult
+from agent_ls.tools.base import Tool, ToolContext, ToolResult
 from agent_ls.workspace import FileProblem
 
 # Edits to one file are serialised across sessions: the second waits, then finds the file

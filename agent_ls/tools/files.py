@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 from agent_ls.edits import split_lines
 from agent_ls.tools.access import authorize_path
-from agent_ls.tools.registry import Tool, ToolContext, ToolResult
+from agent_ls.tools.base import Tool, ToolContext, ToolResult
 from agent_ls.workspace import human_size
 
 DEFAULT_LIMIT = 2000

@@ -31,8 +31,8 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
 
-from agent_ls.agent.port import Buffer
-from agent_ls.tools.registry import RESULT_CHAR_CAP, Tool, ToolContext, ToolResult, cap_text
+from agent_ls.ports.editor import Buffer
+from agent_ls.tools.base import RESULT_CHAR_CAP, Tool, ToolContext, ToolResult, cap_text
 from agent_ls.workspace import FileProblem, Workspace
 
 DEFAULT_TIMEOUT = 30.0

@@ -1,8 +1,8 @@
-"""The language server: the only module (with ``lsp_port``) that speaks LSP.
+"""The language server: the only module (with ``lsp.port``) that speaks LSP.
 
 It keeps the editor's buffers, exposes the ``agent.*`` commands and the "Fix with agent" code
 action, and runs the agent core (imported lazily, so ``initialize`` answers fast) with an
-:class:`~agent_ls.lsp_port.LspEditorPort` per run.
+:class:`~agent_ls.lsp.port.LspEditorPort` per run.
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ from agent_ls import __version__
 
 if TYPE_CHECKING:
     from agent_ls.agent.loop import AgentLoop, RunResult
-    from agent_ls.agent.port import Buffer
     from agent_ls.agent.session import Session
-    from agent_ls.models.base import Model
+    from agent_ls.ports.editor import Buffer
+    from agent_ls.ports.model import Model
     from agent_ls.settings import Settings
     from agent_ls.tools.registry import ToolRegistry
     from agent_ls.workspace import Workspace
@@ -147,7 +147,7 @@ class AgentServer(LanguageServer):
     # -- workspace & buffers ---------------------------------------------------------------
 
     def roots(self) -> list[Path]:
-        from agent_ls.lsp_port import uri_to_path
+        from agent_ls.lsp.jsonrpc import uri_to_path
 
         roots: list[Path] = []
         for folder in self.workspace.folders.values():
@@ -165,8 +165,8 @@ class AgentServer(LanguageServer):
         return Workspace(self.roots(), buffers=self.open_buffer, all_buffers=self.open_buffers)
 
     def open_buffers(self) -> list[Buffer]:
-        from agent_ls.agent.port import Buffer
-        from agent_ls.lsp_port import uri_to_path
+        from agent_ls.lsp.jsonrpc import uri_to_path
+        from agent_ls.ports.editor import Buffer
 
         buffers = []
         for uri, doc in list(self.workspace.text_documents.items()):
@@ -179,8 +179,8 @@ class AgentServer(LanguageServer):
         return self.agent_workspace().display(path)
 
     def open_buffer(self, path: Path) -> Buffer | None:
-        from agent_ls.agent.port import Buffer
-        from agent_ls.lsp_port import path_to_uri, uri_to_path
+        from agent_ls.lsp.jsonrpc import path_to_uri, uri_to_path
+        from agent_ls.ports.editor import Buffer
 
         docs = self.workspace.text_documents
         doc = docs.get(path_to_uri(path))
@@ -272,7 +272,7 @@ class AgentServer(LanguageServer):
 
 
 def _import_core() -> None:
-    for name in ("agent_ls.settings", "agent_ls.protocol", "agent_ls.agent.loop"):
+    for name in ("agent_ls.settings", "agent_ls.lsp.protocol", "agent_ls.agent.loop"):
         importlib.import_module(name)
 
 
@@ -414,8 +414,9 @@ def command(name: str) -> Callable[[CommandHandler], CommandHandler]:
 @command("agent.ask")
 async def cmd_ask(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
     from agent_ls.agent.context import attach
-    from agent_ls.lsp_port import position_encoding, uri_to_path
-    from agent_ls.protocol import AskParams
+    from agent_ls.lsp.jsonrpc import uri_to_path
+    from agent_ls.lsp.port import position_encoding
+    from agent_ls.lsp.protocol import AskParams
 
     params = AskParams.model_validate(raw)
     session = ls.session(params.session_id)
@@ -441,8 +442,8 @@ async def cmd_ask(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
 @command("agent.fix")
 async def cmd_fix(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
     from agent_ls.agent.prompt import fix_prompt
-    from agent_ls.lsp_port import uri_to_path
-    from agent_ls.protocol import FixParams
+    from agent_ls.lsp.jsonrpc import uri_to_path
+    from agent_ls.lsp.protocol import FixParams
 
     params = FixParams.model_validate(raw)
     path = uri_to_path(params.uri)
@@ -461,7 +462,7 @@ async def cmd_fix(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
 
 @command("agent.cancel")
 async def cmd_cancel(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
-    from agent_ls.protocol import SessionParams
+    from agent_ls.lsp.protocol import SessionParams
 
     params = SessionParams.model_validate(raw)
     ids = [params.session_id] if params.session_id else list(ls.state.runs)
@@ -502,7 +503,7 @@ async def cmd_status(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def _raw_model_and_mode(options: Any) -> tuple[str, str]:
-    from agent_ls.models import DEFAULT_MODEL
+    from agent_ls.settings import DEFAULT_MODEL
 
     raw = options if isinstance(options, dict) else {}
     model = raw.get("model") if isinstance(raw.get("model"), str) else None
@@ -544,7 +545,7 @@ async def cmd_sessions(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
 
 @command("agent.resume")
 async def cmd_resume(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
-    from agent_ls.protocol import ResumeParams
+    from agent_ls.lsp.protocol import ResumeParams
 
     params = ResumeParams.model_validate(raw)
     session = ls.session(params.session_id)
@@ -553,7 +554,7 @@ async def cmd_resume(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
 
 @command("agent.compact")
 async def cmd_compact(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
-    from agent_ls.protocol import SessionParams
+    from agent_ls.lsp.protocol import SessionParams
 
     params = SessionParams.model_validate(raw)
     session = ls.session(params.session_id)
@@ -569,7 +570,7 @@ def _compact(loop: AgentLoop) -> Awaitable[RunResult]:
 
 @command("agent.setMode")
 async def cmd_set_mode(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
-    from agent_ls.protocol import SetModeParams
+    from agent_ls.lsp.protocol import SetModeParams
 
     params = SetModeParams.model_validate(raw)
     session = ls.session(params.session_id)
@@ -586,7 +587,7 @@ async def cmd_set_mode(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
 
 @command("agent.clearGrants")
 async def cmd_clear_grants(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
-    from agent_ls.protocol import SessionParams
+    from agent_ls.lsp.protocol import SessionParams
 
     params = SessionParams.model_validate(raw)
     session = ls.session(params.session_id)
@@ -711,7 +712,7 @@ async def _run_body(
 ) -> RunResult:
     from agent_ls.agent.loop import AgentLoop, RunResult
     from agent_ls.agent.prompt import build_system_prompt
-    from agent_ls.lsp_port import LspEditorPort
+    from agent_ls.lsp.port import LspEditorPort
 
     result = RunResult(session.id, "cancelled", "")
     port: LspEditorPort | None = None

@@ -12,7 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from agent_ls.edits import Hunk
+
+@dataclass(frozen=True, slots=True)
+class Hunk:
+    """Replace ``old_text[start:end]`` with ``new_text``."""
+
+    start: int
+    end: int
+    new_text: str
 
 
 class Decision(enum.Enum):

@@ -7,13 +7,19 @@ import contextlib
 import logging
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
-from pygls.uris import from_fs_path, to_fs_path
 
-from agent_ls.agent.port import (
+from agent_ls.edits import LineIndex, PositionEncoding, hunks_diff, landed_hunks
+from agent_ls.lsp.jsonrpc import path_to_uri, plain_json, uri_to_path
+from agent_ls.lsp.protocol import (
+    GET_DIAGNOSTICS_REQUEST,
+    SAVE_DOCUMENTS_REQUEST,
+    UPDATE_NOTIFICATION,
+)
+from agent_ls.ports.editor import (
     Buffer,
     ConfirmRequest,
     Decision,
@@ -21,11 +27,34 @@ from agent_ls.agent.port import (
     EditProposal,
     Unsupported,
 )
-from agent_ls.edits import LineIndex, PositionEncoding, hunks_diff, landed_hunks
-from agent_ls.protocol import GET_DIAGNOSTICS_REQUEST, SAVE_DOCUMENTS_REQUEST, UPDATE_NOTIFICATION
 
 if TYPE_CHECKING:
-    from agent_ls.server import AgentServer
+    from agent_ls.settings import Settings
+
+
+class EditorHost(Protocol):
+    """What a port needs of the server it speaks through (``AgentServer`` has it all)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def protocol(self) -> Any: ...
+
+    @property
+    def client_capabilities(self) -> types.ClientCapabilities: ...
+
+    @property
+    def workspace(self) -> Any: ...
+
+    @property
+    def work_done_progress(self) -> Any: ...
+
+    def open_buffer(self, path: Path) -> Buffer | None: ...
+
+    def display_path(self, path: Path) -> str: ...
+
+    def current_text(self, path: Path) -> tuple[str | None, int | None]: ...
 
 log = logging.getLogger(__name__)
 
@@ -36,16 +65,7 @@ COALESCE_SECONDS = 0.02  # at most ~50 text updates a second reach the editor
 CHUNK_KINDS = ("agent_message_chunk", "agent_thought_chunk")
 
 
-def path_to_uri(path: Path) -> str:
-    return from_fs_path(str(path)) or path.as_uri()
-
-
-def uri_to_path(uri: str) -> Path | None:
-    fs = to_fs_path(uri)
-    return Path(fs) if fs else None
-
-
-def position_encoding(server: AgentServer) -> PositionEncoding:
+def position_encoding(server: EditorHost) -> PositionEncoding:
     """The position encoding negotiated with the client."""
     enc = str(server.workspace.position_encoding or "utf-16")
     return enc if enc in ("utf-8", "utf-16", "utf-32") else "utf-16"  # type: ignore[return-value]
@@ -141,7 +161,7 @@ def build_workspace_edit(
 class LspEditorPort:
     """One run's view of the editor: confirmations, edits, updates and progress."""
 
-    def __init__(self, server: AgentServer, session_id: str, token: str | int | None):
+    def __init__(self, server: EditorHost, session_id: str, token: str | int | None):
         self.server = server
         self.session_id = session_id
         self.token = token
@@ -389,14 +409,3 @@ def _field(obj: Any, name: str) -> Any:
     if isinstance(obj, dict):
         return obj.get(name)
     return getattr(obj, name, None)
-
-
-def plain_json(obj: Any) -> Any:
-    """pygls hands unknown-method results over as namedtuples; make them plain JSON."""
-    if isinstance(obj, dict):
-        return {k: plain_json(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple) and hasattr(obj, "_asdict"):
-        return {k: plain_json(v) for k, v in obj._asdict().items()}
-    if isinstance(obj, list | tuple):
-        return [plain_json(v) for v in obj]
-    return obj

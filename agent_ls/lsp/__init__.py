@@ -1,0 +1,1 @@
+"""The LSP front door: the only package (with ``client/``) that speaks LSP."""

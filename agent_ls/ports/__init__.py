@@ -1,0 +1,1 @@
+"""The ground floor: the types every layer shares. Imports nothing else of agent_ls."""

@@ -1,0 +1,434 @@
+"""Whether a shell command may run: classifier verdicts, rules, grants and questions.
+
+Authorisation (:func:`authorize_command`) works on the parsed simple commands, never on the
+raw line. For each one, in order of precedence:
+
+1. a deny rule (also tried behind wrappers such as ``sudo``) or a classifier deny refuses the
+   whole line;
+2. ``bypassPermissions`` asks nothing else (an opaque line is refused when deny rules exist,
+   since it cannot be checked against them);
+3. an opaque line (``eval``, ``bash -c``, substitutions in command position...) asks once,
+   showing everything, and cannot be granted for the session;
+4. an ask rule asks every time;
+5. an allow rule or a session grant clears the command's *own* ask (``npm test`` runs project
+   code) but never the asks that come from around it: redirections to files, sensitive
+   variable assignments (``PATH=.. x``) and write targets outside the workspace or on
+   sensitive paths. Those are asked each time;
+6. otherwise the classifier's verdict decides.
+
+"Allow for this session" grants exactly the command words shown in the dialog.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from agent_ls.safety.paths import is_secret_like, sensitive_reason
+from agent_ls.safety.rules import command_words
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from agent_ls.ports.editor import EditorPort
+    from agent_ls.safety.permissions import Permissions
+    from agent_ls.safety.shell import SimpleCommand
+
+
+class WorkspaceView(Protocol):
+    @property
+    def root(self) -> Path: ...
+
+    def contains(self, path: Path) -> bool: ...
+
+
+class ShellScope(Protocol):
+    """What authorising a command looks at (a tool's context has all of it)."""
+
+    @property
+    def workspace(self) -> WorkspaceView: ...
+
+    @property
+    def permissions(self) -> Permissions: ...
+
+    @property
+    def port(self) -> EditorPort: ...
+
+    @property
+    def named_paths(self) -> set[Path]: ...
+
+
+_REDIRECT_REASON = re.compile(
+    r"^(?:redirects|appends) output to (?P<target>.+?)(?P<dyn>, a file named by an expansion)?$"
+)
+_EFFECT_REASON = re.compile(
+    r"^(?:(?:redirects|appends) output to |the redirection opens a network connection"
+    r"|sets [A-Za-z_][A-Za-z0-9_]*, which changes what programs run or how)"
+    r"|gets text with a substitution that may run later"
+)
+_HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "-"})
+_DYNAMIC = re.compile(r"[$`]|^['\"]|<\(|>\(")
+# Commands whose path arguments are not read for their content: no secret-read question.
+_NOT_READING = frozenset(
+    """echo printf ls cd pushd popd pwd test [ [[ stat du df file type which command realpath
+    readlink dirname basename wc touch mkdir rm rmdir ln chmod chown chgrp""".split()  # noqa: SIM905
+)
+
+
+def is_effect_reason(reason: str) -> bool:
+    """An ask that comes from around the command (redirection, assignment), not from it."""
+    return bool(_EFFECT_REASON.search(reason))
+
+
+def _operands(args: Sequence[str], takes_value: frozenset[str] = frozenset()) -> list[str]:
+    out: list[str] = []
+    i, ended = 0, False
+    while i < len(args):
+        a = args[i]
+        if ended or a == "-" or not a.startswith("-"):
+            out.append(a)
+        elif a == "--":
+            ended = True
+        elif a in takes_value:
+            i += 1
+        i += 1
+    return out
+
+
+def _option_values(args: Sequence[str], short: str, *long: str) -> list[str]:
+    """Values of ``-X VALUE``, ``-XVALUE``, ``--long VALUE`` and ``--long=VALUE``."""
+    values: list[str] = []
+    for i, a in enumerate(args):
+        if a == "--":
+            break
+        nxt = args[i + 1] if i + 1 < len(args) else None
+        if short and a == short and nxt is not None:
+            values.append(nxt)
+        elif short and a.startswith(short) and not a.startswith("--") and len(a) > len(short):
+            values.append(a[len(short) :])
+        for name in long:
+            if a == name and nxt is not None:
+                values.append(nxt)
+            elif a.startswith(name + "="):
+                values.append(a[len(name) + 1 :])
+    return values
+
+
+_OPT_VALUE = {
+    "touch": frozenset({"-d", "-t", "-r", "--date", "--reference"}),
+    "mkdir": frozenset({"-m", "--mode"}),
+    "truncate": frozenset({"-s", "-r", "--size", "--reference"}),
+    "install": frozenset({"-m", "-o", "-g", "-t", "-S", "--mode", "--owner", "--group"}),
+    "cp": frozenset({"-t", "-S", "--suffix", "--target-directory"}),
+    "mv": frozenset({"-t", "-S", "--suffix", "--target-directory"}),
+    "ln": frozenset({"-t", "-S", "--suffix", "--target-directory"}),
+    "sed": frozenset({"-e", "-f", "-l", "--expression", "--file", "--line-length"}),
+    "rsync": frozenset({"-e", "--rsh", "--exclude", "--include", "--filter", "-f"}),
+}
+
+
+def write_targets(argv: Sequence[str]) -> list[str]:
+    """Paths a known writing command writes, removes or changes, from its arguments.
+
+    Best effort: commands that run arbitrary code (interpreters, build tools) can write
+    anywhere and are asked about anyway; this names what is plain from the words.
+    """
+    if not argv:
+        return []
+    name, args = argv[0].rpartition("/")[2], list(argv[1:])
+    takes = _OPT_VALUE.get(name, frozenset())
+    ops = _operands(args, takes)
+    if name in ("rm", "rmdir", "unlink", "shred", "touch", "mkdir", "mkfifo", "truncate", "tee"):
+        return ops
+    if name in ("chmod", "chown", "chgrp", "chattr"):
+        refs = _option_values(args, "", "--reference")
+        return ops if refs else ops[1:]
+    if name == "mv":
+        return ops + _option_values(args, "-t", "--target-directory")
+    if name in ("cp", "install", "ln", "rsync", "scp"):
+        target_dirs = _option_values(args, "-t", "--target-directory")
+        if target_dirs:
+            return target_dirs
+        if name == "install" and "-d" in args:
+            return ops
+        local = [o for o in ops if not re.match(r"^[^/]*:", o)]  # host:path is remote
+        if name == "ln" and len(ops) == 1:
+            return ["."]
+        return local[-1:] if len(ops) >= 2 else []
+    if name == "dd":
+        return [a[3:] for a in args if a.startswith("of=")]
+    if name == "sed":
+        in_place = any(
+            a.startswith("--in-place") or (re.match(r"^-[a-zA-Z]*i", a) and not a.startswith("--"))
+            for a in args
+        )
+        if not in_place:
+            return []
+        scripted = bool(
+            _option_values(args, "-e", "--expression") + _option_values(args, "-f", "--file")
+        )
+        return ops if scripted else ops[1:]
+    if name == "sort":
+        return _option_values(args, "-o", "--output")
+    if name == "curl":
+        found = _option_values(args, "-o", "--output") + _option_values(args, "", "--output-dir")
+        if any(a in ("-O", "--remote-name", "--remote-name-all") for a in args):
+            found.append(".")
+        return found
+    if name == "wget":
+        found = _option_values(args, "-O", "--output-document")
+        found += _option_values(args, "-P", "--directory-prefix")
+        return found or ["."]
+    if name == "tar":
+        return _option_values(args, "-C", "--directory")
+    if name == "unzip":
+        return _option_values(args, "-d") or ["."]
+    if name == "find":
+        outs = [v for opt in ("-fprint", "-fprint0", "-fprintf", "-fls") for v in _after(args, opt)]
+        if "-delete" in args:
+            roots = []
+            for a in args:
+                if a.startswith(("-", "(", "!")):
+                    break
+                roots.append(a)
+            outs += roots or ["."]
+        return outs
+    return []
+
+
+def _after(args: Sequence[str], option: str) -> list[str]:
+    return [args[i + 1] for i, a in enumerate(args[:-1]) if a == option]
+
+
+@dataclass
+class _Where:
+    """The working directory as the line moves through ``cd``: None once it is unknown."""
+
+    cwd: Path | None
+
+    def follow(self, part: SimpleCommand) -> None:
+        if part.name in ("cd", "pushd"):
+            args = [a for a in part.argv[1:] if a not in ("-L", "-P", "-e", "-@", "--")]
+            if not args:
+                self.cwd = Path.home() if part.name == "cd" else None
+            elif args[0] == "-" or _DYNAMIC.search(args[0]):
+                self.cwd = None
+            elif self.cwd is not None:
+                self.cwd = self.resolve(args[0])
+        elif part.name == "popd":
+            self.cwd = None
+
+    def resolve(self, raw: str) -> Path | None:
+        if _DYNAMIC.search(raw):
+            return None
+        path = Path(os.path.expanduser(raw))
+        if not path.is_absolute():
+            if self.cwd is None:
+                return None
+            path = self.cwd / path
+        # globs: judge the directory they expand in
+        parts = path.parts
+        for i, p in enumerate(parts):
+            if re.search(r"(?<!\\)[*?\[]", p):
+                path = Path(*parts[:i]) if i else Path("/")
+                break
+        try:
+            return path.resolve()
+        except (OSError, RuntimeError):
+            return None
+
+
+@dataclass
+class _PartCheck:
+    """What one simple command needs before it may run, by what can clear it."""
+
+    part: SimpleCommand
+    own: list[str] = field(default_factory=list)  # the command's own: allow rules, grants
+    around: list[str] = field(default_factory=list)  # redirections, variables: asked each time
+    targets: list[str] = field(default_factory=list)  # its own write targets: asked each time
+
+    @property
+    def sticky(self) -> list[str]:
+        return self.around + self.targets
+
+
+def _target_reason(raw: str, where: _Where, ctx: ShellScope) -> str | None:
+    if raw in _HARMLESS_TARGETS or raw.startswith("/dev/fd/"):
+        return None
+    resolved = where.resolve(raw)
+    if resolved is None:
+        return f"writes {raw}, a path only known when it runs (it may be outside the workspace)"
+    if not ctx.workspace.contains(resolved):
+        shown = raw if str(resolved) == raw else f"{raw} ({resolved})"
+        return f"writes {shown}, outside the workspace"
+    sensitive = sensitive_reason(resolved)
+    if sensitive:
+        return f"writes {raw}: {sensitive}"
+    return None
+
+
+def _add(reasons: list[str], reason: str | None) -> None:
+    if reason and reason not in reasons:
+        reasons.append(reason)
+
+
+def _check_part(part: SimpleCommand, where: _Where, ctx: ShellScope) -> _PartCheck:
+    check = _PartCheck(part)
+    if part.decision == "ask":
+        for reason in part.reasons:
+            _add(check.around if is_effect_reason(reason) else check.own, reason)
+    for reason in part.reasons:
+        m = _REDIRECT_REASON.match(reason)
+        if m and m.group("dyn"):
+            _add(check.around, f"{m.group('target')} may be outside the workspace")
+        elif m:
+            _add(check.around, _target_reason(m.group("target"), where, ctx))
+    for target in write_targets(part.argv):
+        _add(check.targets, _target_reason(target, where, ctx))
+    if part.name and part.name.rpartition("/")[2] not in _NOT_READING:
+        for raw in part.argv[1:]:
+            _add(check.own, _secret_read(raw, where, ctx))
+    for raw in _input_redirects(part.text):
+        _add(check.around, _secret_read(raw, where, ctx))
+    return check
+
+
+def _secret_read(raw: str, where: _Where, ctx: ShellScope) -> str | None:
+    if raw.startswith("-") or _DYNAMIC.search(raw):
+        return None
+    resolved = where.resolve(raw)
+    if not (is_secret_like(Path(raw)) or (resolved is not None and is_secret_like(resolved))):
+        return None
+    if resolved is not None and resolved in ctx.named_paths:
+        return None  # the user named it in the prompt
+    return f"reads {raw}, which looks like a secret (environment file, key or credentials)"
+
+
+def _input_redirects(text: str) -> list[str]:
+    return [m.group(2) for m in re.finditer(r"(?:^|\s)\d*<\s*(['\"]?)([^\s'\"<>|;&()]+)\1", text)]
+
+
+def _quote_block(command: str) -> str:
+    shown = command if len(command) <= 4000 else command[:4000] + "\n[... the line continues ...]"
+    return "\n".join("    " + line for line in shown.splitlines() or [""])
+
+
+async def authorize_command(command: str, ctx: ShellScope) -> str | None:
+    """None when the command may run; else why not, for the model."""
+    from agent_ls.safety.shell import classify
+
+    verdict = classify(command)
+    perms = ctx.permissions
+    for part in verdict.commands:
+        match = perms.shell_match(part.argv)
+        if match and match.verdict == "deny":
+            return (
+                f"`{command_words(part.argv)}` is denied by the user's permission rule "
+                f"`{match.rule}`; the command was not run. Do not try to get around the rule."
+            )
+    if verdict.decision == "deny":
+        return "This command was refused as destructive: " + "; ".join(verdict.reasons)
+    if perms.mode == "bypassPermissions":
+        if verdict.opaque and perms.has_shell_deny_rules():
+            return (
+                "This command cannot be analysed statically ("
+                + "; ".join(verdict.reasons)
+                + "), so it cannot be checked against the user's deny rules; it was not run. "
+                "Run the commands directly instead of through eval, bash -c or substitutions."
+            )
+        return None
+    if not verdict.commands and not verdict.opaque and verdict.decision == "allow":
+        return None  # nothing runs: assignments or comments only
+
+    where = _Where(ctx.workspace.root)
+    checks: list[_PartCheck] = []
+    for part in verdict.commands:
+        checks.append(_check_part(part, where, ctx))
+        where.follow(part)
+    line = _quote_block(command)
+
+    if verdict.opaque or not verdict.commands:
+        reasons = list(verdict.reasons) if verdict.commands else ["it cannot be analysed"]
+        for check in checks:
+            reasons += [r for r in check.own + check.sticky if r not in reasons]
+        message = (
+            f"Run this shell command?\n\n{line}\n\n"
+            f"It cannot be checked statically: {'; '.join(reasons)}.\n"
+            "It can only be allowed once: what cannot be analysed is never granted for the "
+            "session."
+        )
+        if await perms.ask(ctx.port, message, grant=None):
+            return None
+        return "The user denied running this command; it was not run."
+
+    compound = len(verdict.commands) > 1
+    answered: set[str] = set()  # reasons the user already allowed in this line
+    for check in checks:
+        part = check.part
+        argv = part.argv
+        words = command_words(argv) if argv else ""
+        match = perms.shell_match(argv) if argv else None  # a grant may have just been given
+        rule_ask = match is not None and match.verdict == "ask"
+        own = [] if match is not None and match.verdict == "allow" else list(check.own)
+        if rule_ask:
+            assert match is not None
+            own.insert(0, f"the permission rule `{match.rule}` asks for it")
+        own = [r for r in own if f"{words}: {r}" not in answered]
+        around = [r for r in check.around if r not in answered]
+        targets = [r for r in check.targets if r not in answered]
+        if not own and not around and not targets:
+            continue
+        grantable = bool(own) and not rule_ask and not targets
+        grant = perms.shell_grant_for(argv) if grantable else None
+        message = _dialog(line, part.text, words, own, around, targets, grant, compound, rule_ask)
+        if not await perms.ask(ctx.port, message, grant=grant):
+            return f"The user denied `{part.text}`; the command was not run."
+        answered.update(around + targets)
+        answered.update(f"{words}: {r}" for r in own)
+    return None
+
+
+def _dialog(
+    line: str,
+    text: str,
+    words: str,
+    own: list[str],
+    around: list[str],
+    targets: list[str],
+    grant: str | None,
+    compound: bool,
+    rule_ask: bool,
+) -> str:
+    """The confirmation: the whole line, the part asked about and what a grant covers."""
+    sticky = around + targets
+    reasons = "; ".join(own + sticky)
+    lines = ["Run this shell command?", "", line, ""]
+    if compound:
+        lines.append(f"The part `{text}` needs permission: {reasons}.")
+    else:
+        lines.append(f"Why this is asked: {reasons}.")
+    if grant:
+        scope = "not the rest of the line" if compound else "nothing else"
+        lines.append(
+            f'"Allow for this session" will allow the command `{words}` (exactly these words) '
+            f"for the rest of this session; {scope}."
+        )
+        if sticky:
+            lines.append("Still asked each time: " + "; ".join(sticky) + ".")
+    elif rule_ask:
+        lines.append("It can only be allowed once: a permission rule asks for it every time.")
+    else:
+        kinds = []
+        if any(not r.startswith(("sets ", "reads ")) for r in around):
+            kinds.append("redirections to files")
+        if any(r.startswith("sets ") for r in around):
+            kinds.append("sensitive variables")
+        if any(r.startswith("reads ") for r in around):
+            kinds.append("secret-looking files read through a redirection")
+        if targets:
+            kinds.append("writes outside the workspace, to sensitive paths or to run-time paths")
+        lines.append(f"It can only be allowed once (always asked: {'; '.join(kinds)}).")
+    return "\n".join(lines)
