@@ -8,23 +8,14 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 from agent_ls.ports.messages import Message
+from agent_ls.settings import data_dir
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
-
-
-def data_dir() -> Path:
-    override = os.environ.get("AGENT_LS_DATA_DIR")
-    if override:
-        return Path(override)
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir("agent-ls", appauthor=False))
 
 
 class SessionStore:
