@@ -13,11 +13,12 @@ import contextvars
 import importlib
 import logging
 import os
+import sys
 import uuid
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from lsprotocol import types
 from pygls.exceptions import (
@@ -231,6 +232,27 @@ def on_initialize(ls: AgentServer, params: types.InitializeParams) -> None:
 @server.feature(types.INITIALIZED)
 def on_initialized(ls: AgentServer, params: types.InitializedParams) -> None:
     ls.service.warm_task = asyncio.ensure_future(ls.warm())
+
+
+@server.feature(types.EXIT)
+def on_exit(ls: AgentServer, params: Any) -> None:
+    """Exit at once, as the client asked: kill what runs, flush, and leave.
+
+    pygls would otherwise join its stdin reader (blocked until the client closes the pipe)
+    and the interpreter would tear down the whole heap; neither does anything for the user.
+    """
+    code = 0 if ls.protocol._shutdown else 1
+    ls.service.close_now()
+    exit_now(code)
+
+
+def exit_now(code: int) -> NoReturn:
+    """Flush what is written and end the process without interpreter teardown."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 @server.feature(IGNORED_MESSAGE)

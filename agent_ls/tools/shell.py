@@ -127,6 +127,16 @@ def _marked_processes(marker: str) -> list[int]:
     return found
 
 
+LIVE_GROUPS: set[int] = set()  # process groups of commands running now (killed on exit)
+
+
+def kill_live_groups() -> None:
+    """Kill every running command's group at once (the server is exiting: no time to wait)."""
+    for pgid in list(LIVE_GROUPS):
+        kill_group(pgid)
+    LIVE_GROUPS.clear()
+
+
 def kill_group(pgid: int, sig: int = signal.SIGKILL) -> None:
     """Signal the command's whole process group (it leads its own session)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -329,10 +339,12 @@ async def execute(command: str, ctx: ToolContext, timeout_ms: int) -> RunOutcome
         raise
     finally:
         os.close(write_fd)  # the child holds its own copy; EOF comes when every holder exits
+    LIVE_GROUPS.add(proc.pid)
     try:
         return await _supervise(proc, read_fd, marker, ctx, timeout_ms, started)
     finally:
         kill_group(proc.pid)  # whatever happened, nothing of the group survives the call
+        LIVE_GROUPS.discard(proc.pid)
 
 
 async def _supervise(
