@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -185,6 +186,21 @@ def build_parser() -> argparse.ArgumentParser:
     sessions.add_argument("--json", action="store_true")
     sessions.set_defaults(func=_sessions)
     return parser
+
+
+def entry() -> NoReturn:
+    """The ``agent-ls`` program: run :func:`main`, flush, and exit without teardown.
+
+    Nothing is left to do once the command has answered (sessions are on disk, the server
+    was told to exit), and collecting a heap that holds the SDKs costs more than the run's
+    own last turn.
+    """
+    code = main()
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 def main(argv: list[str] | None = None) -> int:
