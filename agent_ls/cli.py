@@ -49,6 +49,15 @@ def _policy(args: argparse.Namespace) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.resume:
+        from agent_ls.agent.store import SessionStore
+
+        if not SessionStore.default().exists(args.resume):
+            print(
+                f"agent-ls run: no saved session {args.resume!r} ('agent-ls sessions' lists them)",
+                file=sys.stderr,
+            )
+            return 1
     from agent_ls.client.headless import RunOptions, run_headless
 
     prompt = " ".join(args.prompt).strip()

@@ -132,3 +132,49 @@ def test_run_keeps_a_bom_and_edits_the_right_place(workspace: Path) -> None:
     done = agent_ls("run", "--yes", "edit", cwd=workspace, script=script)
     assert done.returncode == 0, done.stderr
     assert (workspace / "bom.py").read_bytes() == b"\xef\xbb\xbfx = 10  # caf\xc3\xa9\r\ny = 2\r\n"
+
+
+def test_run_no_reports_the_edit_as_rejected_not_done(workspace: Path) -> None:
+    done = agent_ls("run", "--no", "Say Hi", cwd=workspace, script=EDIT_SCRIPT)
+    assert done.returncode == 0, done.stderr
+    edit_lines = [ln for ln in done.stderr.splitlines() if "Edit app.py" in ln and ln[:1] in "✓✗◐?"]
+    assert edit_lines and all("rejected" in ln for ln in edit_lines), done.stderr
+    assert not any(ln.startswith("✓") for ln in edit_lines)
+
+
+def test_run_yes_reports_the_edit_as_applied(workspace: Path) -> None:
+    done = agent_ls("run", "--yes", "Say Hi", cwd=workspace, script=EDIT_SCRIPT)
+    edit_lines = [ln for ln in done.stderr.splitlines() if "Edit app.py" in ln and ln[:1] in "✓✗◐?"]
+    assert any(ln.startswith("✓") and "applied" in ln for ln in edit_lines), done.stderr
+
+
+def test_run_json_prints_only_the_result_object_on_stdout(workspace: Path) -> None:
+    done = agent_ls("run", "--no", "--json", "Say Hi", cwd=workspace, script=EDIT_SCRIPT)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)  # nothing else on stdout: pipes into jq as it is
+    assert result["text"] == "Changed the greeting." and result["stopReason"] == "end_turn"
+    assert "Changed the greeting." in done.stderr  # the answer still streams, to stderr
+    quiet = agent_ls("run", "--no", "--json", "-q", "Say Hi", cwd=workspace, script=EDIT_SCRIPT)
+    assert json.loads(quiet.stdout)["text"] == "Changed the greeting."
+    assert "Changed the greeting." not in quiet.stderr
+
+
+def test_run_answers_diagnostics_itself_without_log_noise(workspace: Path) -> None:
+    script = {
+        "turns": [
+            {"tool_calls": [{"name": "get_diagnostics", "input": {}}]},
+            {"text": "checked"},
+        ]
+    }
+    done = agent_ls("run", "--no", "check it", cwd=workspace, script=script)
+    assert done.returncode == 0, done.stderr
+    assert "unknown method" not in done.stderr and "Failed to handle" not in done.stderr
+    assert "no language servers" in done.stderr  # what the model was told, shown to the user
+
+
+def test_run_resume_of_an_unknown_session_is_one_clear_line(workspace: Path) -> None:
+    done = agent_ls("run", "--no", "--resume", "s-nosuch", "hi", cwd=workspace, script=EDIT_SCRIPT)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "agent-ls run: no saved session 's-nosuch' ('agent-ls sessions' lists them)"
+    ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import signal
 import sys
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcMethodNotFound
 from pygls.lsp.client import LanguageClient
 
 from agent_ls import __version__
@@ -30,6 +32,7 @@ Policy = Literal["yes", "no", "ask"]
 ENCODING: PositionEncoding = "utf-16"
 
 EXIT_OK, EXIT_ERROR, EXIT_CANCELLED = 0, 1, 130
+NO_DIAGNOSTICS = "agent-ls run has no language servers (give --checker CMD for diagnostics)"
 
 
 def client_capabilities() -> types.ClientCapabilities:
@@ -116,15 +119,17 @@ class Headless:
             # Edits are written to disk as they are accepted: everything is saved already.
             return {"saved": list(getattr(params, "uris", None) or [])}
 
-        if self.options.checker:
-            checker = self.options.checker
+        checker = self.options.checker
 
-            @client.feature("agent/getDiagnostics")
-            async def get_diagnostics(ls: LanguageClient, params: Any) -> dict[str, Any]:
-                from agent_ls.client.checker import run_checker
+        @client.feature("agent/getDiagnostics")
+        async def get_diagnostics(ls: LanguageClient, params: Any) -> dict[str, Any]:
+            if not checker:
+                # No language servers here: say so (the server tells the model), quietly.
+                raise JsonRpcMethodNotFound(NO_DIAGNOSTICS)
+            from agent_ls.client.checker import run_checker
 
-                uri = getattr(params, "uri", None)
-                return await run_checker(checker, self.options.cwd, uri)
+            uri = getattr(params, "uri", None)
+            return await run_checker(checker, self.options.cwd, uri)
 
         @client.feature(types.WINDOW_SHOW_MESSAGE)
         def show_message(ls: LanguageClient, params: types.ShowMessageParams) -> None:
@@ -304,5 +309,8 @@ def _prompt(text: str) -> str:
 
 
 def run_headless(options: RunOptions) -> int:
-    renderer = Renderer(quiet=options.quiet, root=options.cwd)
+    # pygls logs every error answer it sends (with a traceback); in a terminal, what matters
+    # is already rendered, so the library stays quiet.
+    logging.getLogger("pygls").setLevel(logging.CRITICAL)
+    renderer = Renderer(quiet=options.quiet, root=options.cwd, json_output=options.json_output)
     return asyncio.run(Headless(options, renderer).run())

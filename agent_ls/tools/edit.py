@@ -113,7 +113,7 @@ def _report(
             f"The user accepted only part of the edit to {shown}: of the {total} hunks "
             f"proposed, they accepted hunk(s) {landed} and rejected the others. Read the file "
             "again to see what it holds now.",
-            raw_output={"status": "partial", "landed": outcome.landed},
+            raw_output={"status": "partial", "landed": outcome.landed, "hunks": total},
         )
     if outcome.status == "unconfirmed":
         ctx.edited_paths.add(path)
