@@ -571,14 +571,16 @@ def _compact(loop: AgentLoop) -> Awaitable[RunResult]:
 @command("agent.setMode")
 async def cmd_set_mode(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
     from agent_ls.lsp.protocol import SetModeParams
-    from agent_ls.ports.updates import current_mode_update
 
     params = SetModeParams.model_validate(raw)
     session = ls.session(params.session_id)
     session.permissions.mode = params.mode
     ls.protocol.notify(
         "agent/update",
-        {"sessionId": session.id, "update": current_mode_update(params.mode)},
+        {
+            "sessionId": session.id,
+            "update": {"sessionUpdate": "current_mode_update", "currentModeId": params.mode},
+        },
     )
     return {"sessionId": session.id, "mode": params.mode}
 
