@@ -25,6 +25,7 @@ from agent_ls.ports.model import (
     ThinkingDelta,
     TurnComplete,
 )
+from agent_ls.ports.updates import Location, ToolCallUpdate
 from agent_ls.pricing import cost_usd
 from agent_ls.settings import Settings
 from agent_ls.tools.base import Tool, ToolContext, ToolResult, describe_validation_error
@@ -317,7 +318,7 @@ class AgentLoop:
                 },
             )
             result = await self._execute(tool, args, ctx)
-        update: dict[str, Any] = {
+        update: ToolCallUpdate = {
             "sessionUpdate": "tool_call_update",
             "toolCallId": use.id,
             "status": "failed" if result.is_error else "completed",
@@ -382,7 +383,7 @@ def _raise_if_cancelled() -> None:
         raise asyncio.CancelledError
 
 
-def _safe_locations(tool: Tool[Any], args: Any, ctx: ToolContext) -> list[dict[str, Any]]:
+def _safe_locations(tool: Tool[Any], args: Any, ctx: ToolContext) -> list[Location]:
     try:
         return tool.locations(args, ctx)
     except Exception:

@@ -23,7 +23,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from agent_ls.ports import updates
 from agent_ls.ports.editor import Unsupported
+from agent_ls.ports.updates import ToolCallContent
 from agent_ls.safety.shell_policy import authorize_command
 from agent_ls.tools.base import Tool, ToolContext, ToolResult
 
@@ -270,7 +272,7 @@ class RunShell(Tool[RunShellInput]):
             "timedOut": outcome.timed_out,
             "ms": round(outcome.elapsed_ms),
         }
-        display = [{"type": "content", "content": {"type": "text", "text": body}}]
+        display: list[ToolCallContent] = [updates.text_item(body)]
         failed = outcome.timed_out or outcome.exit_code != 0
         return ToolResult(body, is_error=failed, raw_output=raw, display=display)
 
