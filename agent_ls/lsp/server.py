@@ -511,13 +511,15 @@ def _compact(loop: AgentLoop) -> Awaitable[RunResult]:
 
 @command("agent.setMode", "SetModeParams")
 async def cmd_set_mode(ls: AgentServer, params: SetModeParams) -> dict[str, Any]:
+    from agent_ls.ports.updates import current_mode_update
+
     session = ls.session(params.session_id)
     session.permissions.mode = params.mode
     ls.protocol.notify(
         "agent/update",
         {
             "sessionId": session.id,
-            "update": {"sessionUpdate": "current_mode_update", "currentModeId": params.mode},
+            "update": current_mode_update(params.mode),
         },
     )
     return {"sessionId": session.id, "mode": params.mode}
