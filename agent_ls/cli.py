@@ -133,7 +133,8 @@ def _sessions(args: argparse.Namespace) -> int:
         print("No saved sessions.")
         return 0
     for row in rows:
-        print(f"{row['sessionId']}  {row['updated']}  {row['title']}")
+        where = f"  [{row['workspace']}]" if row.get("workspace") else ""
+        print(f"{row['sessionId']}  {row['updated']}  {row['title']}{where}")
     return 0
 
 

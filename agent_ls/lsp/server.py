@@ -393,6 +393,8 @@ async def cmd_ask(ls: AgentServer, params: AskParams) -> dict[str, Any]:
         selection=params.range.model_dump() if params.range is not None else None,
         encoding=position_encoding(ls),
     )
+    session.name_after(params.prompt)
+    session.workspace = session.workspace or str(ls.agent_workspace().root)
     notes = ["context: " + ", ".join(context.notes)] if context.notes else []
     first_line = params.prompt.strip().splitlines()[0] if params.prompt.strip() else "Agent"
     return await run_agent(
@@ -416,6 +418,8 @@ async def cmd_fix(ls: AgentServer, params: FixParams) -> dict[str, Any]:
         session.read_state.record_text(path, text, version)  # the model saw all of it
     first = str(params.diagnostics[0].get("message", "")).strip().splitlines()
     message = f"Fix: {first[0]}" if first else "Fix"
+    session.name_after(message)
+    session.workspace = session.workspace or str(ls.agent_workspace().root)
     return await run_agent(ls, session, prompt, title="Fix with agent", message=message)
 
 
@@ -473,6 +477,7 @@ async def cmd_sessions(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
         s.id: {
             "sessionId": s.id,
             "title": s.title,
+            "workspace": s.workspace,
             "turns": sum(1 for m in s.history if m.role == "assistant"),
             "costUsd": round(s.cost_usd, 6),
             "current": s.id == ls.service.current_session,
