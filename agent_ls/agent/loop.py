@@ -92,6 +92,9 @@ class AgentLoop:
         self.port = port
         self.settings = settings
         self.system_prompt = system_prompt
+        # What goes before this turn's first text so the run's turns read apart: the chat's
+        # chunks and the result's text stay one and the same string.
+        self._separator = ""
 
     async def run(self, prompt: str) -> RunResult:
         """Run one ask to completion, cancellation or failure."""
@@ -115,9 +118,13 @@ class AgentLoop:
                     break
                 if needs_compaction(session, self.model, self.settings.compact_threshold):
                     await self.compact(usage)
+                joined = "".join(texts)
+                self._separator = "\n\n" if joined and not joined.endswith("\n\n") else ""
                 complete = await self._stream_turn(usage)
                 session.append(complete.message)
-                texts.append(complete.message.text())
+                turn_text = complete.message.text()
+                if turn_text:
+                    texts.append(self._separator + turn_text)
                 uses = complete.message.tool_uses()
                 if complete.stop_reason == "max_tokens" and uses:
                     # The last tool input may be cut off: never run it.
@@ -201,8 +208,18 @@ class AgentLoop:
 
     async def _stream_once(self, request: ModelRequest, usage: Usage) -> TurnComplete:
         sid = self.session.id
+        separator = self._separator
         async for event in self.model.stream(request):
             if isinstance(event, TextDelta):
+                if separator:
+                    self.port.update(
+                        sid,
+                        {
+                            "sessionUpdate": "agent_message_chunk",
+                            "content": {"type": "text", "text": separator},
+                        },
+                    )
+                    separator = ""
                 self.port.update(
                     sid,
                     {
