@@ -106,8 +106,16 @@ def _demo(args: argparse.Namespace) -> int:
         model=f"script:{script_dir / 'script.json'}",
         quiet=False,
     )
-    code = run_headless(options)
-    print(f"\nThe edited project is in {target}", file=sys.stderr)
+    try:
+        code = run_headless(options)
+    finally:
+        shutil.rmtree(script_dir, ignore_errors=True)
+        if not args.keep:
+            shutil.rmtree(target, ignore_errors=True)
+    if args.keep:
+        print(f"\nThe edited project is in {target}", file=sys.stderr)
+    else:
+        print("\n(The demo's copy was removed; `agent-ls demo --keep` keeps it.)", file=sys.stderr)
     return code
 
 
@@ -186,6 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=_run)
 
     demo = sub.add_parser("demo", help="an offline run on a bundled example project")
+    demo.add_argument("--keep", action="store_true", help="keep the edited copy of the project")
     demo.set_defaults(func=_demo)
 
     check = sub.add_parser("check-command", help="the shell classifier's verdict as JSON")

@@ -178,3 +178,30 @@ def test_run_resume_of_an_unknown_session_is_one_clear_line(workspace: Path) -> 
     assert done.stderr.strip().splitlines() == [
         "agent-ls run: no saved session 's-nosuch' ('agent-ls sessions' lists them)"
     ]
+
+
+def test_demo_leaves_nothing_behind_unless_kept(tmp_path: Path) -> None:
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch)}
+    env.pop("AGENT_LS_MODEL", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "agent_ls", "demo"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert done.returncode == 0, done.stderr
+    assert list(scratch.iterdir()) == []
+    kept = subprocess.run(
+        [sys.executable, "-m", "agent_ls", "demo", "--keep"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert kept.returncode == 0, kept.stderr
+    left = list(scratch.iterdir())
+    assert len(left) == 1 and (left[0] / "stats.py").is_file()
+    assert str(left[0]) in kept.stderr
