@@ -205,3 +205,48 @@ def test_demo_leaves_nothing_behind_unless_kept(tmp_path: Path) -> None:
     left = list(scratch.iterdir())
     assert len(left) == 1 and (left[0] / "stats.py").is_file()
     assert str(left[0]) in kept.stderr
+
+
+def _run_in_a_terminal(argv: list[str], cwd: Path, env: dict[str, str], keys_after_output: bytes):
+    """Run ``argv`` on a real pseudo-terminal; type ``keys_after_output`` once it has printed
+    something; return (exit status, everything the terminal showed)."""
+    import pty
+    import select
+    import time
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: becomes the terminal's foreground process
+        os.chdir(cwd)
+        os.execve(sys.executable, [sys.executable, *argv], env)
+    shown = b""
+    typed = False
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.1)
+        if ready:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            shown += chunk
+            if not typed and b"aaaa" in shown:
+                os.write(fd, keys_after_output)
+                typed = True
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    return os.waitstatus_to_exitcode(status), shown.decode("utf-8", "replace")
+
+
+def test_ctrl_c_in_a_terminal_cancels_cleanly_and_exits_130(workspace: Path) -> None:
+    script = workspace.parent / "slow.json"
+    script.write_text(json.dumps({"chunk_size": 2, "delay_ms": 30, "turns": [{"text": "a" * 400}]}))
+    env = {**os.environ, "AGENT_LS_MODEL": f"script:{script}"}
+    env.pop("ANTHROPIC_API_KEY", None)
+    code, shown = _run_in_a_terminal(
+        ["-m", "agent_ls", "run", "--no", "write a lot"], workspace, env, b"\x03"
+    )
+    assert code == 130, shown
+    assert "Traceback" not in shown and "error" not in shown.lower(), shown
+    assert "[cancelled]" in shown

@@ -74,6 +74,7 @@ class Headless:
         self.renderer = renderer
         self.client = LanguageClient("agent-ls-run", __version__)
         self._stderr_lines: list[str] = []
+        self._cancelling = False
         self._register()
 
     # -- answering the server ------------------------------------------------------------
@@ -218,8 +219,16 @@ class Headless:
         env = dict(os.environ)
         if opts.model:
             env["AGENT_LS_MODEL"] = opts.model
+        # Its own session: a Ctrl-C in the terminal reaches this client only, which cancels
+        # the run through the protocol and then shuts the server down in order.
         await self.client.start_io(
-            sys.executable, "-m", "agent_ls", "serve", cwd=str(opts.cwd), env=env
+            sys.executable,
+            "-m",
+            "agent_ls",
+            "serve",
+            cwd=str(opts.cwd),
+            env=env,
+            start_new_session=True,
         )
         server_proc = self.client._server
         drain = None
@@ -263,10 +272,15 @@ class Headless:
                 else EXIT_OK
             )
         except Exception as exc:
+            if self._cancelling:  # stopped at the user's word: not an error
+                self.renderer.finish({"stopReason": "cancelled"})
+                return EXIT_CANCELLED
             self.renderer.err.print(f"[red]error:[/red] {exc}")
-            tail = "".join(self._stderr_lines[-20:]).strip()
-            if tail:
-                self.renderer.err.print(tail, markup=False)
+            server = self.client._server
+            if server is not None and server.returncode is not None:  # it died: say why
+                tail = "".join(self._stderr_lines[-20:]).strip()
+                if tail:
+                    self.renderer.err.print(tail, markup=False)
         finally:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(signal.SIGINT)
@@ -276,7 +290,15 @@ class Headless:
         return code
 
     def _cancel(self) -> None:
-        self.renderer.progress("cancelling…")
+        if self._cancelling:  # a second Ctrl-C: stop waiting for a clean cancel
+            self.renderer.progress("stopping the server")
+            server = self.client._server
+            if server is not None and server.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(server.pid, signal.SIGKILL)
+            return
+        self._cancelling = True
+        self.renderer.progress("cancelling… (Ctrl-C again to stop at once)")
         self.client.protocol.send_request(
             types.WORKSPACE_EXECUTE_COMMAND,
             types.ExecuteCommandParams(command="agent.cancel", arguments=[{}]),
