@@ -207,9 +207,11 @@ def test_demo_leaves_nothing_behind_unless_kept(tmp_path: Path) -> None:
     assert str(left[0]) in kept.stderr
 
 
-def _run_in_a_terminal(argv: list[str], cwd: Path, env: dict[str, str], keys_after_output: bytes):
-    """Run ``argv`` on a real pseudo-terminal; type ``keys_after_output`` once it has printed
-    something; return (exit status, everything the terminal showed)."""
+def _run_in_a_terminal(
+    argv: list[str], cwd: Path, env: dict[str, str], keys: bytes, when: bytes = b"aaaa"
+) -> tuple[int, str]:
+    """Run ``argv`` on a real pseudo-terminal; type ``keys`` once it has shown ``when``;
+    return (exit status, everything the terminal showed)."""
     import pty
     import select
     import time
@@ -231,8 +233,8 @@ def _run_in_a_terminal(argv: list[str], cwd: Path, env: dict[str, str], keys_aft
             if not chunk:
                 break
             shown += chunk
-            if not typed and b"aaaa" in shown:
-                os.write(fd, keys_after_output)
+            if not typed and when in shown:
+                os.write(fd, keys)
                 typed = True
     _, status = os.waitpid(pid, 0)
     os.close(fd)
@@ -250,3 +252,18 @@ def test_ctrl_c_in_a_terminal_cancels_cleanly_and_exits_130(workspace: Path) -> 
     assert code == 130, shown
     assert "Traceback" not in shown and "error" not in shown.lower(), shown
     assert "[cancelled]" in shown
+
+
+def test_the_hunk_question_in_a_terminal_shows_the_changed_lines(workspace: Path) -> None:
+    script = workspace.parent / "edit.json"
+    script.write_text(json.dumps(EDIT_SCRIPT))
+    env = {**os.environ, "AGENT_LS_MODEL": f"script:{script}"}
+    env.pop("ANTHROPIC_API_KEY", None)
+    code, shown = _run_in_a_terminal(
+        ["-m", "agent_ls", "run", "Say Hi"], workspace, env, b"y\n", when=b"Apply this hunk?"
+    )
+    assert code == 0, shown
+    question = shown[: shown.index("Apply this hunk?")]
+    hunk = question[question.rindex("hunk 1 at line 2") :]
+    assert '-     return "Hello " + name' in hunk and '+     return "Hi " + name' in hunk, hunk
+    assert 'return "Hi " + name' in (workspace / "app.py").read_text()

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from lsprotocol import types
 from pygls.exceptions import JsonRpcMethodNotFound
 from pygls.lsp.client import LanguageClient
+from rich.text import Text
 
 from agent_ls import __version__
 from agent_ls.client.apply import apply_to_disk
@@ -173,15 +174,12 @@ class Headless:
             path = uri_to_path(file_edits.uri)
             if path is None:
                 continue
+            old_text = _disk_text(path)
             for i, text_edit in enumerate(file_edits.edits):
                 line = text_edit.range.start.line + 1
-                preview = (
-                    text_edit.new_text
-                    if len(text_edit.new_text) < 2000
-                    else (text_edit.new_text[:2000] + "…")
-                )
                 self.renderer.err.print(f"[bold]{path}[/bold] hunk {i + 1} at line {line}:")
-                self.renderer.err.print(preview or "(deletion)", markup=False)
+                for row, style in hunk_preview(old_text, text_edit):
+                    self.renderer.err.print(Text(row, style=style))
                 answer = _prompt("Apply this hunk? [y/N] ")
                 decisions[(path, i)] = answer.strip().lower() in ("y", "yes")
         return decisions
@@ -318,6 +316,39 @@ class Headless:
             proc = self.client._server
             if proc is not None and proc.returncode is None:
                 proc.kill()
+
+
+PREVIEW_LINES = 40
+
+
+def _disk_text(path: Path) -> str:
+    from agent_ls.workspace import FileProblem, read_disk
+
+    try:
+        return read_disk(path).text if path.exists() else ""
+    except FileProblem:
+        return ""
+
+
+def hunk_preview(old_text: str, text_edit: Any) -> list[tuple[str, str]]:
+    """The lines a hunk removes and the lines it puts in their place, as ``-``/``+`` rows."""
+    from agent_ls.client.apply import apply_text_edits
+
+    lines = old_text.splitlines(keepends=True)
+    first, last = text_edit.range.start.line, text_edit.range.end.line
+    if text_edit.range.end.character == 0 and last > first:
+        last -= 1  # a range ending at a line's start does not touch that line
+    before = "".join(lines[first : last + 1])
+    region_end = sum(len(ln) for ln in lines[: last + 1])
+    region_start = sum(len(ln) for ln in lines[:first])
+    after_text, _ = apply_text_edits(old_text, [text_edit], ENCODING)
+    tail = len(old_text) - region_end
+    after = after_text[region_start : len(after_text) - tail]
+    rows = [("- " + ln, "red") for ln in before.splitlines()]
+    rows += [("+ " + ln, "green") for ln in after.splitlines()]
+    if len(rows) > PREVIEW_LINES:
+        rows = [*rows[:PREVIEW_LINES], (f"  [... {len(rows) - PREVIEW_LINES} more lines]", "dim")]
+    return rows or [("  (no change)", "dim")]
 
 
 def _prompt(text: str) -> str:
