@@ -154,7 +154,7 @@ def test_ask_review_accept_one_hunk_reject_other(nvim: str, tmp_path: Path) -> N
         for u in updates_of(data, "tool_call_update")
         if u.get("status") in ("completed", "failed")
     ]
-    assert finals[1].get("rawOutput") == {"status": "partial", "landed": [0]}, finals[1]
+    assert finals[1].get("rawOutput") == {"status": "partial", "landed": [0], "hunks": 2}, finals[1]
     # the shell command ran after the confirmation and saw the saved file
     shell_out = json.dumps(finals[2])
     assert "def bar():" in shell_out and "result = foo()" in shell_out, shell_out
