@@ -281,3 +281,11 @@ def test_a_save_during_review_is_harmless_and_a_withdrawn_review_closes(
     assert data["closed_by_server"] is True
     assert outputs[1]["status"] in ("failed", "rejected"), outputs
     assert data["second_buffer"] == renamed, ctx
+
+
+def test_checkhealth_fails_on_a_missing_script_or_api_key(nvim: str, tmp_path: Path) -> None:
+    data = run_nvim(nvim, tmp_path, "health.lua", {"turns": [{"text": "unused"}]})
+    assert "ERROR the script file does not exist" in data["missing_script"], data["missing_script"]
+    assert "ERROR ANTHROPIC_API_KEY is not set" in data["missing_key"], data["missing_key"]
+    assert "OK ANTHROPIC_API_KEY is set" in data["with_key"], data["with_key"]
+    assert "ERROR" not in data["with_key"].split("model:")[1], data["with_key"]
