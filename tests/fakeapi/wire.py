@@ -157,6 +157,7 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: Any
+    at: float = field(default_factory=time.perf_counter)  # when it arrived
 
 
 # --- wire format -------------------------------------------------------------------------
