@@ -134,6 +134,10 @@ class Renderer:
         self.err.print(Text(f"  {answer} ({why})", style="yellow"))
 
     def progress(self, message: str) -> None:
+        # A sub-agent's step is "[<agent>: <description>] <title>": its tool call is shown.
+        step = message.split("] ", 1)[1] if message.startswith("[") and "] " in message else None
+        if step is not None and step in self.titles.values():
+            return
         if not self.quiet and message and message not in self.titles.values():
             self._break_line()
             self.err.print(Text(f"  {message}", style="dim"))
