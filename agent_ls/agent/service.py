@@ -191,20 +191,33 @@ class AgentService:
 
     # -- sub-agents ------------------------------------------------------------------------
 
-    async def subagent_catalog(self, session_id: str | None, root: Path) -> SubagentCatalog:
-        """The session's sub-agent definitions (a fresh look when there is no session)."""
+    async def subagent_catalog(self, session_id: str, root: Path) -> SubagentCatalog:
+        """The session's sub-agent definitions and tool sets, loaded at its first run."""
         from agent_ls.agent.subagents import SubagentCatalog
 
-        catalog = self.catalogs.get(session_id or "")
+        catalog = self.catalogs.get(session_id)
         if catalog is None:
             catalog = await asyncio.to_thread(SubagentCatalog.load, root, self.tools())
-            if session_id:
-                self.catalogs[session_id] = catalog
-            for problem in catalog.problems:
-                if problem not in self._warned:
-                    self._warned.add(problem)
-                    self.on_warning(problem)
+            self.catalogs[session_id] = catalog
+            self._warn_once(catalog.problems)
         return catalog
+
+    async def subagent_status(self, session_id: str | None, root: Path) -> dict[str, Any]:
+        """``agent.status``'s ``agents``: the session's, or a fresh look before its first run."""
+        from agent_ls.agent.subagents import load_definitions, status_of
+
+        catalog = self.catalogs.get(session_id or "")
+        if catalog is not None:
+            return catalog.status()
+        agents, problems = await asyncio.to_thread(load_definitions, root)
+        self._warn_once(problems)
+        return status_of(agents, problems)
+
+    def _warn_once(self, problems: list[str]) -> None:
+        for problem in problems:
+            if problem not in self._warned:
+                self._warned.add(problem)
+                self.on_warning(problem)
 
     def subagent_model(self, catalog: SubagentCatalog, requested: str | None) -> Model:
         """A definition's model: the session's unless it names another. Raises ValueError."""

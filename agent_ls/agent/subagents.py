@@ -316,10 +316,11 @@ class SubagentCatalog:
         return text
 
     def status(self) -> dict[str, Any]:
-        return {
-            "available": [a.to_status() for a in self.agents.values()],
-            "problems": list(self.problems),
-        }
+        return status_of(self.agents, self.problems)
+
+
+def status_of(agents: dict[str, AgentDefinition], problems: list[str]) -> dict[str, Any]:
+    return {"available": [a.to_status() for a in agents.values()], "problems": list(problems)}
 
 
 # -- the child's editor port -----------------------------------------------------------------

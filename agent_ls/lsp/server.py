@@ -441,8 +441,7 @@ async def _agents_status(ls: AgentServer) -> dict[str, Any] | None:
     if not roots or (ls.state.settings is None and ls.service.current is None):
         return None  # right after start: do not wait on the warm-up's imports
     current = ls.service.current
-    catalog = await ls.service.subagent_catalog(current.id if current else None, roots[0])
-    return catalog.status()
+    return await ls.service.subagent_status(current.id if current else None, roots[0])
 
 
 def _raw_model_and_mode(options: Any) -> tuple[str, str]:
