@@ -234,3 +234,9 @@ async def test_at_most_four_children_at_once(workspace: Path) -> None:
         if u.get("status") == "completed" and str(u.get("toolCallId")).startswith("toolu_task")
     ]
     assert [u["rawOutput"] for u in done] == ["found"] * 6
+    waiting = [
+        u
+        for u in port.updates
+        if "sub-agents are already running" in str(u.get("content"))
+    ]
+    assert len(waiting) == 2  # the fifth and sixth say why they have not started

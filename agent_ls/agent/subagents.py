@@ -466,6 +466,8 @@ class SubagentHost:
             model = self.models(definition.model)
         except ValueError as exc:
             return ToolResult(f"Agent {definition.name!r} cannot start: {exc}", is_error=True)
+        if self._slots.locked():
+            ctx.stream(f"(waiting: {self.max_parallel} sub-agents are already running)")
         async with self._slots:
             loop, port = self._spawn(definition, description, model, ctx)
             try:
