@@ -240,3 +240,26 @@ async def test_at_most_four_children_at_once(workspace: Path) -> None:
         if "sub-agents are already running" in str(u.get("content"))
     ]
     assert len(waiting) == 2  # the fifth and sixth say why they have not started
+
+
+async def test_explore_runs_only_commands_that_just_read(workspace: Path) -> None:
+    parent = ScriptModel({"turns": [{"tool_calls": [task_call(0)]}, {"text": "done"}]})
+    shell = [
+        {"tool_calls": [{"name": "run_shell", "id": "toolu_rm", "input": {"command": cmd}}]}
+        for cmd in ("rm -rf build", "ls")
+    ]
+    child = ScriptModel({"turns": [*shell, {"text": "listed"}]})
+    (workspace / "build").mkdir()
+    loop, port = parent_with_children(workspace, parent, child, Settings())
+    loop.session.permissions.mode = "bypassPermissions"  # even then: explore is read-only
+    result = await loop.run("go")
+    assert result.stop_reason == "end_turn", result
+    assert (workspace / "build").is_dir()
+    outputs = [
+        str(u.get("rawOutput"))
+        for u in port.updates
+        if u.get("toolCallId") == "toolu_rm" and u.get("status") in ("completed", "failed")
+    ]
+    assert len(outputs) == 2
+    assert "read-only" in outputs[0]
+    assert "'exitCode': 0" in outputs[1]  # ls ran
