@@ -6,6 +6,10 @@ editor and capped (head and tail kept). On timeout or cancel the whole group get
 then SIGKILL after a short grace, and processes that escaped the group (``setsid``) but carry
 the run's marker in their environment are killed too. When the command ends, background
 processes it left in its group are stopped and the model is told.
+
+With the sandbox active (:mod:`agent_ls.safety.sandbox`), the group leader is ``bwrap``: the
+command runs in its own PID namespace, so killing the group (or the command ending) ends
+everything inside, and a failure that looks like the sandbox's refusal is said so.
 """
 
 from __future__ import annotations
@@ -23,8 +27,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from agent_ls import prompts
 from agent_ls.ports.editor import Unsupported
-from agent_ls.safety.shell_policy import authorize_command
+from agent_ls.safety.sandbox import SandboxRun, SandboxStatus, refusal_note, sandbox_status
+from agent_ls.safety.sandbox import prepare as prepare_sandbox
+from agent_ls.safety.shell_policy import authorize
 from agent_ls.tools.base import Tool, ToolContext, ToolResult
 
 log = logging.getLogger(__name__)
@@ -246,22 +253,32 @@ class RunShell(Tool[RunShellInput]):
                 f"{MAX_COMMAND_CHARS:,}. Put long scripts in a file and run that.",
                 is_error=True,
             )
-        refusal = await authorize_command(args.command, ctx)
-        if refusal:
-            return ToolResult(refusal, is_error=True)
+        sandbox = await sandbox_status(ctx.settings.sandbox, ctx.workspace.roots)
+        if sandbox.mode == "on" and not sandbox.active:
+            why = prompts.load("sandbox/unavailable.md").format(reason=sandbox.reason)
+            return ToolResult(why, is_error=True)
+        decision = await authorize(args.command, ctx, sandboxed=sandbox.active)
+        if decision.refusal:
+            return ToolResult(decision.refusal, is_error=True)
+        network = decision.network or ctx.settings.sandbox_network
         notes = await self._save_edited(ctx)
         timeout_ms = min(args.timeout or ctx.settings.shell_timeout_ms, MAX_TIMEOUT_MS)
-        outcome = await execute(args.command, ctx, timeout_ms)
+        confined = sandbox if sandbox.active else None
+        outcome = await execute(args.command, ctx, timeout_ms, confined, network)
         body = _describe(outcome, timeout_ms)
+        failed = outcome.timed_out or outcome.exit_code != 0
+        if confined is not None and failed and not outcome.timed_out:
+            note = refusal_note(outcome.output, network)
+            body = f"{body}\n{note}" if note else body
         if notes:
             body = notes + "\n" + body
         raw: dict[str, Any] = {
             "exitCode": outcome.exit_code,
             "timedOut": outcome.timed_out,
             "ms": round(outcome.elapsed_ms),
+            "sandboxed": confined is not None,
         }
         display = [{"type": "content", "content": {"type": "text", "text": body}}]
-        failed = outcome.timed_out or outcome.exit_code != 0
         return ToolResult(body, is_error=failed, raw_output=raw, display=display)
 
     async def _save_edited(self, ctx: ToolContext) -> str:
@@ -307,32 +324,57 @@ def _describe(outcome: RunOutcome, timeout_ms: int) -> str:
     return body
 
 
-async def execute(command: str, ctx: ToolContext, timeout_ms: int) -> RunOutcome:
-    """Run ``command`` contained: own process group, closed stdin, timeout, capped output."""
+async def execute(
+    command: str,
+    ctx: ToolContext,
+    timeout_ms: int,
+    sandbox: SandboxStatus | None = None,
+    network: bool = False,
+) -> RunOutcome:
+    """Run ``command`` contained: own process group, closed stdin, timeout, capped output;
+    inside the sandbox when one is given (with network only when ``network``)."""
     started = time.monotonic()
     marker = secrets.token_hex(8)
-    read_fd, write_fd = os.pipe()
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            "bash",
-            "-c",
-            command,
-            cwd=str(ctx.workspace.root),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=write_fd,
-            stderr=write_fd,
-            env=child_environment(marker),
-            start_new_session=True,
+    argv, env = ["bash", "-c", command], child_environment(marker)
+    confined: SandboxRun | None = None
+    if sandbox is not None and sandbox.program:
+        confined = await asyncio.to_thread(
+            prepare_sandbox, sandbox.program, ctx.workspace.roots, network=network, env=env
         )
-    except BaseException:
-        os.close(read_fd)
-        raise
-    finally:
-        os.close(write_fd)  # the child holds its own copy; EOF comes when every holder exits
+        argv, env = confined.wrap(argv), confined.environment(env)
     try:
-        return await _supervise(proc, read_fd, marker, ctx, timeout_ms, started)
+        read_fd, write_fd = os.pipe()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                cwd=str(ctx.workspace.root),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=write_fd,
+                stderr=write_fd,
+                env=env,
+                start_new_session=True,
+            )
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)  # the child holds its own copy; EOF comes when every holder exits
+        try:
+            return await _supervise(proc, read_fd, marker, ctx, timeout_ms, started)
+        finally:
+            kill_group(proc.pid)  # whatever happened, nothing of the group survives the call
     finally:
-        kill_group(proc.pid)  # whatever happened, nothing of the group survives the call
+        if confined is not None:
+            # Off the loop and finished even when cancelled again: the placeholders go only
+            # once nothing inside can still write.
+            await asyncio.shield(asyncio.to_thread(_close_sandbox, confined, marker))
+
+
+def _close_sandbox(confined: SandboxRun, marker: str) -> None:
+    deadline = time.monotonic() + WAIT_BOUND
+    while _marked_processes(marker) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    confined.close()
 
 
 async def _supervise(
