@@ -499,7 +499,21 @@ async def cmd_status(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
         "costUsd": round(current.cost_usd, 6) if current else 0.0,
         "grants": list(current.permissions.grants) if current else [],
         "workspace": [str(p) for p in ls.roots()],
+        "sandbox": await _sandbox_status(ls),
     }
+
+
+async def _sandbox_status(ls: AgentServer) -> dict[str, object]:
+    """The shell sandbox as ``run_shell`` would use it now (probed once, off the loop)."""
+    from agent_ls.safety.sandbox import sandbox_status
+
+    mode: str
+    if ls.state.settings is not None:
+        mode = ls.settings.sandbox
+    else:  # as for the model and mode: no waiting for the settings' pydantic import
+        raw = ls.init_options if isinstance(ls.init_options, dict) else {}
+        mode = str(raw.get("sandbox")) if raw.get("sandbox") in ("on", "off") else "auto"
+    return (await sandbox_status(mode, ls.roots())).to_contract()
 
 
 def _raw_model_and_mode(options: Any) -> tuple[str, str]:

@@ -32,7 +32,7 @@ from typing import Literal
 
 SandboxMode = Literal["auto", "on", "off"]
 BACKEND = "bwrap"
-# Replaced by empty mounts: a tmpfs over directories, /dev/null over files.
+# Replaced by empty mounts: a read-only tmpfs over directories, an empty file over files.
 CREDENTIAL_STORES = (".ssh", ".aws", ".gnupg", ".config/gh", ".netrc", ".docker", ".kube")
 # Read-only inside every workspace folder, existing or not: (relative path, is a directory).
 PROTECTED: tuple[tuple[str, bool], ...] = (
@@ -46,7 +46,9 @@ PROTECTED: tuple[tuple[str, bool], ...] = (
 # Sockets that hand out credentials or root: masked when present (a read-only mount does
 # not stop connect(2) on a Unix socket).
 _SOCKETS = ("/run/docker.sock", "/var/run/docker.sock")
-_ISOLATION = ("--die-with-parent", "--new-session", "--unshare-pid")
+# As root, bwrap keeps the caller's capabilities unless told: without --cap-drop, `mount -o
+# remount,rw /` inside undoes the read-only root.
+_ISOLATION = ("--die-with-parent", "--new-session", "--unshare-pid", "--cap-drop", "ALL")
 _BASE_MOUNTS = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc")
 PROBE_TIMEOUT = 10.0
 
@@ -158,8 +160,9 @@ async def sandbox_status(mode: str, roots: Sequence[Path]) -> SandboxStatus:
 
 @dataclass(frozen=True, slots=True)
 class Mount:
-    kind: Literal["bind", "ro-bind", "tmpfs-ro", "null"]
+    kind: Literal["bind", "ro-bind", "tmpfs-ro", "empty"]
     path: Path
+    source: Path | None = None  # for "empty": the empty file laid over the path
 
     def argv(self) -> list[str]:
         p = str(self.path)
@@ -169,7 +172,7 @@ class Mount:
             return ["--ro-bind", p, p]
         if self.kind == "tmpfs-ro":
             return ["--tmpfs", p, "--remount-ro", p]
-        return ["--ro-bind", "/dev/null", p]
+        return ["--ro-bind", str(self.source or "/dev/null"), p]
 
 
 def build_argv(
@@ -227,6 +230,7 @@ class SandboxRun:
     cwd: Path
     network: bool
     tmpdir: Path
+    empty: Path | None = None  # an empty read-only file, the stand-in for credential files
     mounts: list[Mount] = field(default_factory=list)
     placeholders: list[Path] = field(default_factory=list)
 
@@ -243,6 +247,9 @@ class SandboxRun:
     def close(self) -> None:
         """Remove the temp dir and the placeholders no other command uses. Blocking."""
         shutil.rmtree(self.tmpdir, ignore_errors=True)
+        if self.empty is not None:
+            with contextlib.suppress(OSError):
+                self.empty.unlink()
         _release(self.placeholders)
         self.placeholders = []
 
@@ -333,7 +340,13 @@ def _mask_credentials(run: SandboxRun, home: Path, env: dict[str, str]) -> None:
         if real in seen:
             continue
         seen.add(real)
-        run.mounts.append(Mount("tmpfs-ro" if real.is_dir() else "null", real))
+        if real.is_dir():
+            run.mounts.append(Mount("tmpfs-ro", real))
+            continue
+        if run.empty is None:  # outside the writable temp dir: read-only inside
+            run.empty = run.tmpdir.with_name(run.tmpdir.name + ".empty")
+            run.empty.touch(0o444)
+        run.mounts.append(Mount("empty", real, run.empty))
 
 
 # --------------------------------------------------------------------------- failures
@@ -341,6 +354,7 @@ def _mask_credentials(run: SandboxRun, home: Path, env: dict[str, str]) -> None:
 _READ_ONLY = re.compile(r"read-only file system|\bEROFS\b", re.I)
 _DENIED = re.compile(r"permission denied|\bEACCES\b|operation not permitted|\bEPERM\b", re.I)
 _MISSING = re.compile(r"no such file or directory|\bENOENT\b", re.I)
+_BUSY = re.compile(r"device or resource busy|\bEBUSY\b", re.I)  # removing a mount point
 _NO_NETWORK = re.compile(
     r"could not resolve|temporary failure in name resolution|name or service not known"
     r"|network is unreachable|\bENETUNREACH\b|connection refused|\bECONNREFUSED\b"
@@ -357,7 +371,7 @@ def refusal_note(output: str, network: bool) -> str | None:
     from agent_ls import prompts
 
     lines = output.splitlines()
-    denied = [line for line in lines if _DENIED.search(line)]
+    denied = [line for line in lines if _DENIED.search(line) or _BUSY.search(line)]
     missing = [line for line in lines if _DENIED.search(line) or _MISSING.search(line)]
     if any(name in line for line in missing for name in _CREDENTIAL_NAMES):
         return prompts.load("sandbox/credentials.md")
