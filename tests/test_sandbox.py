@@ -156,6 +156,7 @@ async def test_protected_paths_cannot_be_written(ws: Path, existing: bool) -> No
         "mkdir -p .claude/agents && echo x > .claude/agents/evil.md",
         "mkdir -p .agent-ls && echo '{}' > .agent-ls/settings.json",
         "rm -rf .vscode .mcp.json .git/hooks",
+        "mv .git .git-moved; mkdir -p .git/hooks && echo evil > .git/hooks/pre-commit",
     ]
     ctx = make_ctx(ws)
     for command in attempts:
@@ -368,3 +369,22 @@ async def test_status_says_when_and_why_the_sandbox_is_off(workspace: Path) -> N
         sandbox = status["sandbox"]
         assert sandbox["mode"] == "off" and sandbox["active"] is False
         assert sandbox["backend"] is None and "off" in sandbox["reason"]
+
+
+# -- the command line -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("flag", ["on", "off"])
+def test_run_sandbox_flag_reaches_the_server(workspace: Path, tmp_path: Path, flag: str) -> None:
+    from tests.test_cli import agent_ls
+
+    outside = tmp_path / "outside.txt"
+    script = {
+        "turns": [
+            {"tool_calls": [{"name": "run_shell", "input": {"command": f"touch {outside}"}}]},
+            {"text": "done"},
+        ]
+    }
+    done = agent_ls("run", "--yes", "--sandbox", flag, "go", cwd=workspace, script=script)
+    assert done.returncode == 0, done.stderr
+    assert outside.exists() == (flag == "off")  # --yes allows it; only the sandbox stops it

@@ -304,6 +304,11 @@ def prepare(
         run.mounts += [Mount("bind", r) for r in roots]
         run.mounts.append(Mount("bind", tmpdir))
         for root in roots:
+            dot_git = root / ".git"
+            if dot_git.is_dir() and not dot_git.is_symlink():
+                # A mount point cannot be renamed or removed: `mv .git x && git init` would
+                # otherwise swap in a repository with planted hooks.
+                run.mounts.append(Mount("bind", dot_git))
             for path, is_dir in _protected_in(root, roots):
                 _protect(run, path, is_dir, roots)
         _mask_credentials(run, home or Path(os.path.expanduser("~")), env or dict(os.environ))

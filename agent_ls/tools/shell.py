@@ -342,6 +342,7 @@ async def execute(
             prepare_sandbox, sandbox.program, ctx.workspace.roots, network=network, env=env
         )
         argv, env = confined.wrap(argv), confined.environment(env)
+    proc: asyncio.subprocess.Process | None = None
     try:
         read_fd, write_fd = os.pipe()
         try:
@@ -365,14 +366,16 @@ async def execute(
             kill_group(proc.pid)  # whatever happened, nothing of the group survives the call
     finally:
         if confined is not None:
-            # Off the loop and finished even when cancelled again: the placeholders go only
-            # once nothing inside can still write.
-            await asyncio.shield(asyncio.to_thread(_close_sandbox, confined, marker))
+            # bwrap that exited by itself reaped its PID namespace: nothing inside is left.
+            # Killed, its namespace dies a moment later; the placeholders go only after.
+            killed = proc is None or proc.returncode is None or proc.returncode < 0
+            # Off the loop, and finished even when cancelled again.
+            await asyncio.shield(asyncio.to_thread(_close_sandbox, confined, marker, killed))
 
 
-def _close_sandbox(confined: SandboxRun, marker: str) -> None:
+def _close_sandbox(confined: SandboxRun, marker: str, killed: bool) -> None:
     deadline = time.monotonic() + WAIT_BOUND
-    while _marked_processes(marker) and time.monotonic() < deadline:
+    while killed and _marked_processes(marker) and time.monotonic() < deadline:
         time.sleep(0.01)
     confined.close()
 
