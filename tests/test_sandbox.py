@@ -107,6 +107,16 @@ async def gone(token: str, within: float = 2.0) -> bool:
     return True
 
 
+async def settled(check: Any, within: float = 5.0) -> bool:
+    """``check()`` becomes true: the sandbox cleans up in the background after a command."""
+    deadline = time.monotonic() + within
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.01)
+    return True
+
+
 def token_seconds() -> str:
     """A sleep duration nobody else uses, to find our processes in /proc."""
     return f"300.{secrets.randbelow(10**8):08d}"
@@ -137,7 +147,7 @@ async def test_the_workspace_and_a_private_tmpdir_are_writable(ws: Path) -> None
     assert (ws / "made.txt").exists()
     tmpdir = Path(result.content.splitlines()[1])
     assert "scratch" in result.content and tmpdir != Path("/tmp")
-    assert not tmpdir.exists()  # private to the command, removed after it
+    assert await settled(lambda: not tmpdir.exists())  # private to the command, removed after
 
 
 @pytest.mark.parametrize("existing", [False, True], ids=["missing", "existing"])
@@ -163,8 +173,15 @@ async def test_protected_paths_cannot_be_written(ws: Path, existing: bool) -> No
         result = await run(ctx, command)
         assert result.is_error, (command, result.content)
         assert "[sandbox]" in result.content, result.content
-    after = sorted(str(p.relative_to(ws)) for p in ws.rglob("*"))
-    assert after == before  # nothing written, and no placeholder left behind
+
+    def listing() -> list[str]:
+        try:
+            return sorted(str(p.relative_to(ws)) for p in ws.rglob("*"))
+        except FileNotFoundError:  # a placeholder went while listing
+            return ["(changing)"]
+
+    await settled(lambda: listing() == before)
+    assert listing() == before  # nothing written, and no placeholder left behind
     if existing:
         assert (ws / ".git" / "config").read_text() == "[core]\n"
         assert (ws / ".mcp.json").read_text() == "{}"

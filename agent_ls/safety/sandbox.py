@@ -188,7 +188,7 @@ def build_argv(
     return [*argv, "--chdir", str(cwd), "--", *command]
 
 
-_placeholder_lock = threading.Lock()
+_placeholder_lock = threading.RLock()  # held while a layout looks at the workspace
 _placeholders: dict[Path, int] = {}  # placeholder -> commands using it (in this process)
 
 
@@ -209,7 +209,9 @@ def _protected_in(root: Path, roots: Sequence[Path]) -> list[tuple[Path, bool]]:
     wanted: list[tuple[Path, bool]] = []
     dot_git = root / ".git"
     git_inner = [(rel[len(".git/") :], d) for rel, d in PROTECTED if rel.startswith(".git/")]
-    if dot_git.is_file() and not dot_git.is_symlink():
+    if dot_git in _placeholders:
+        wanted.append((dot_git, True))  # our own empty .git of a command still running
+    elif dot_git.is_file() and not dot_git.is_symlink():
         wanted.append((dot_git, False))  # it could be repointed at a planted git dir
         gitdir = _gitdir(dot_git)
         if gitdir is not None and _inside(gitdir, roots) and gitdir.is_dir():
@@ -245,32 +247,13 @@ class SandboxRun:
         return out
 
     def close(self) -> None:
-        """Remove the temp dir and the placeholders no other command uses. Blocking."""
-        shutil.rmtree(self.tmpdir, ignore_errors=True)
+        """Remove the placeholders no other command uses and the temp dir. Blocking."""
+        _release(self.placeholders)
+        self.placeholders = []
         if self.empty is not None:
             with contextlib.suppress(OSError):
                 self.empty.unlink()
-        _release(self.placeholders)
-        self.placeholders = []
-
-
-def _claim(path: Path, is_dir: bool) -> bool:
-    """Create an empty placeholder at ``path`` (or share one); False if it cannot be made."""
-    with _placeholder_lock:
-        if path in _placeholders:
-            _placeholders[path] += 1
-            return True
-        try:
-            if is_dir:
-                path.mkdir()
-            else:
-                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
-        except FileExistsError:
-            return os.path.exists(path)  # made meanwhile: it exists, mount it as it is
-        except OSError:
-            return False
-        _placeholders[path] = 1
-        return True
+        shutil.rmtree(self.tmpdir, ignore_errors=True)
 
 
 def _release(paths: Sequence[Path]) -> None:
@@ -303,14 +286,15 @@ def prepare(
     try:
         run.mounts += [Mount("bind", r) for r in roots]
         run.mounts.append(Mount("bind", tmpdir))
-        for root in roots:
-            dot_git = root / ".git"
-            if dot_git.is_dir() and not dot_git.is_symlink():
-                # A mount point cannot be renamed or removed: `mv .git x && git init` would
-                # otherwise swap in a repository with planted hooks.
-                run.mounts.append(Mount("bind", dot_git))
-            for path, is_dir in _protected_in(root, roots):
-                _protect(run, path, is_dir, roots)
+        with _placeholder_lock:  # placeholders of other commands come and go meanwhile
+            for root in roots:
+                dot_git = root / ".git"
+                if dot_git not in _placeholders and dot_git.is_dir() and not dot_git.is_symlink():
+                    # A mount point cannot be renamed or removed: `mv .git x && git init`
+                    # would otherwise swap in a repository with planted hooks.
+                    run.mounts.append(Mount("bind", dot_git))
+                for path, is_dir in _protected_in(root, roots):
+                    _protect(run, path, is_dir, roots)
         _mask_credentials(run, home or Path(os.path.expanduser("~")), env or dict(os.environ))
     except BaseException:
         run.close()
@@ -319,16 +303,35 @@ def prepare(
 
 
 def _protect(run: SandboxRun, path: Path, is_dir: bool, roots: Sequence[Path]) -> None:
-    if os.path.lexists(path):
-        real = path.resolve()
-        if _inside(real, roots) and real.exists():  # a link out of the workspace is read-only
-            run.mounts.append(Mount("ro-bind", real))
-        return
-    if not path.parent.is_dir():
-        return
-    if _claim(path, is_dir):
-        run.placeholders.append(path)
-        run.mounts.append(Mount("ro-bind", path))
+    """Mount ``path`` read-only, first making an empty placeholder if it does not exist.
+
+    Under the lock: a placeholder another command still uses is shared, and one being
+    removed is gone before this looks (a mount on a path removed meanwhile would vanish).
+    """
+    with _placeholder_lock:
+        if path in _placeholders:
+            _placeholders[path] += 1
+        elif os.path.lexists(path):
+            real = path.resolve()
+            if _inside(real, roots) and real.exists():  # a link out of it is read-only anyway
+                run.mounts.append(Mount("ro-bind", real))
+            return
+        elif not path.parent.is_dir():
+            return
+        else:
+            try:
+                if is_dir:
+                    path.mkdir()
+                else:
+                    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+            except FileExistsError:  # made outside this very instant: protect it as it is
+                run.mounts.append(Mount("ro-bind", path))
+                return
+            except OSError:
+                return  # not makeable (a read-only folder): nothing can be created there
+            _placeholders[path] = 1
+    run.placeholders.append(path)
+    run.mounts.append(Mount("ro-bind", path))
 
 
 def _mask_credentials(run: SandboxRun, home: Path, env: dict[str, str]) -> None:

@@ -369,15 +369,26 @@ async def execute(
             # bwrap that exited by itself reaped its PID namespace: nothing inside is left.
             # Killed, its namespace dies a moment later; the placeholders go only after.
             killed = proc is None or proc.returncode is None or proc.returncode < 0
-            # Off the loop, and finished even when cancelled again.
-            await asyncio.shield(asyncio.to_thread(_close_sandbox, confined, marker, killed))
+            # In the background (removing directories costs milliseconds on some disks): the
+            # result need not wait for it, and a later command shares what is still there.
+            cleanup = asyncio.get_running_loop().run_in_executor(
+                None, _close_sandbox, confined, marker, killed
+            )
+            _CLEANUPS.add(cleanup)
+            cleanup.add_done_callback(_CLEANUPS.discard)
+
+
+_CLEANUPS: set[asyncio.Future[None]] = set()  # sandbox clean-ups still running
 
 
 def _close_sandbox(confined: SandboxRun, marker: str, killed: bool) -> None:
-    deadline = time.monotonic() + WAIT_BOUND
-    while killed and _marked_processes(marker) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    confined.close()
+    try:
+        deadline = time.monotonic() + WAIT_BOUND
+        while killed and _marked_processes(marker) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        confined.close()
+    except Exception:  # a clean-up error must not surface as an unretrieved future
+        log.exception("sandbox clean-up failed")
 
 
 async def _supervise(
