@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -190,6 +191,7 @@ async def main_async(runs: int) -> dict[str, Any]:
     program = find_bwrap([])
     why = "bwrap not on PATH" if program is None else probe(program)
     results: dict[str, Any] = {"bwrap": program, "runs": runs, "target_overhead_ms": TARGET_MS}
+    results["load_before"] = [round(x, 2) for x in os.getloadavg()]
     if why is not None:
         results["error"] = why
         return results
@@ -209,6 +211,7 @@ async def main_async(runs: int) -> dict[str, Any]:
             "sandboxed": await count_questions("on", answer),
         }
     results["questions"] = questions
+    results["load_after"] = [round(x, 2) for x in os.getloadavg()]
     return results
 
 
@@ -231,6 +234,7 @@ def report(results: dict[str, Any]) -> str:
         lines.append(f"| {label.replace('_', ' ')} | {off['questions']} | {on['questions']} |")
     on = results["questions"]["allow_each_time"]["sandboxed"]
     lines += ["", f"Still asked with the sandbox: {on['asked_about']}"]
+    lines.append(f"Load average before/after: {results['load_before']} / {results['load_after']}")
     return "\n".join(lines)
 
 
