@@ -14,6 +14,7 @@ import os
 import secrets
 import shlex
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -186,6 +187,26 @@ async def test_protected_paths_cannot_be_written(ws: Path, existing: bool) -> No
         assert (ws / ".git" / "config").read_text() == "[core]\n"
         assert (ws / ".mcp.json").read_text() == "{}"
     assert not (await run(ctx, "touch allowed.txt")).is_error  # the workspace itself is fine
+
+
+@pytest.fixture
+def repo(ws: Path) -> Path:
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    (ws / "f.txt").write_text("one\n")
+    return ws
+
+
+async def test_git_works_and_sees_no_placeholders(repo: Path) -> None:
+    ws = repo
+    ctx = make_ctx(ws)
+    seen = await run(ctx, "git status --porcelain --untracked-files=all")
+    assert seen.content.splitlines()[1:] == ["?? f.txt"]  # no .mcp.json, .vscode/, ... listed
+    env = "GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@e GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@e"
+    committed = await run(ctx, f"git add -A && {env} git commit -qm one && git log --format=%s")
+    assert not committed.is_error and committed.content.endswith("one"), committed.content
+    config = await run(ctx, "git config core.fsmonitor evil")
+    assert config.is_error and "[sandbox]" in config.content
+    assert "evil" not in (ws / ".git" / "config").read_text()
 
 
 async def test_credential_stores_read_as_empty(

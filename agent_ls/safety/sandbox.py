@@ -34,13 +34,15 @@ SandboxMode = Literal["auto", "on", "off"]
 BACKEND = "bwrap"
 # Replaced by empty mounts: a read-only tmpfs over directories, an empty file over files.
 CREDENTIAL_STORES = (".ssh", ".aws", ".gnupg", ".config/gh", ".netrc", ".docker", ".kube")
-# Read-only inside every workspace folder, existing or not: (relative path, is a directory).
+# Read-only inside every workspace folder, existing or not: (relative path, whether its
+# placeholder is a directory). A missing .mcp.json gets an empty directory: git does not list
+# one, while an empty file would show as untracked and could be committed with `git add .`.
 PROTECTED: tuple[tuple[str, bool], ...] = (
     (".git/hooks", True),
     (".git/config", False),
     (".agent-ls", True),
     (".claude", True),
-    (".mcp.json", False),
+    (".mcp.json", True),
     (".vscode", True),
 )
 # Sockets that hand out credentials or root: masked when present (a read-only mount does
@@ -362,7 +364,8 @@ def _mask_credentials(run: SandboxRun, home: Path, env: dict[str, str]) -> None:
 _READ_ONLY = re.compile(r"read-only file system|\bEROFS\b", re.I)
 _DENIED = re.compile(r"permission denied|\bEACCES\b|operation not permitted|\bEPERM\b", re.I)
 _MISSING = re.compile(r"no such file or directory|\bENOENT\b", re.I)
-_BUSY = re.compile(r"device or resource busy|\bEBUSY\b", re.I)  # removing a mount point
+# Removing a mount point; writing a placeholder directory.
+_BUSY = re.compile(r"device or resource busy|\bEBUSY\b|is a directory|\bEISDIR\b", re.I)
 _NO_NETWORK = re.compile(
     r"could not resolve|temporary failure in name resolution|name or service not known"
     r"|network is unreachable|\bENETUNREACH\b|connection refused|\bECONNREFUSED\b"
