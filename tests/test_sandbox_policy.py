@@ -256,3 +256,17 @@ def test_failure_notes_name_the_sandbox() -> None:
     secret = refusal_note("cat: /home/u/.ssh/id_rsa: No such file or directory", False)
     assert secret and "credential" in secret
     assert refusal_note("AssertionError: 1 != 2", False) is None
+
+
+def test_exiting_takes_the_placeholders_out_at_once(tmp_path: Path) -> None:
+    from agent_ls.tools.shell import kill_live_groups
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    run = prepare("/usr/bin/bwrap", [ws], network=False, home=tmp_path / "nohome", env={})
+    assert (ws / ".vscode").is_dir()
+    kill_live_groups()  # what the server does right before os._exit
+    assert sorted(p.name for p in ws.iterdir()) == []
+    (ws / ".vscode").mkdir()  # the user's own, made afterwards
+    run.close()  # a late clean-up leaves it alone
+    assert (ws / ".vscode").is_dir()

@@ -261,16 +261,26 @@ class SandboxRun:
 def _release(paths: Sequence[Path]) -> None:
     with _placeholder_lock:
         for path in paths:
-            left = _placeholders.get(path, 0) - 1
-            if left > 0:
-                _placeholders[path] = left
+            users = _placeholders.get(path)
+            if users is None:
+                continue  # released already (the exit path): it may be someone else's now
+            if users > 1:
+                _placeholders[path] = users - 1
                 continue
-            _placeholders.pop(path, None)
+            del _placeholders[path]
             with contextlib.suppress(OSError):  # not empty any more: someone outside wrote it
                 if path.is_dir() and not path.is_symlink():
                     path.rmdir()
                 elif path.is_file() and not path.is_symlink() and path.stat().st_size == 0:
                     path.unlink()
+
+
+def remove_placeholders() -> None:
+    """The process is exiting: take every placeholder out of the workspaces now."""
+    with _placeholder_lock:
+        for path in _placeholders:
+            _placeholders[path] = 1
+        _release(list(_placeholders))
 
 
 def prepare(

@@ -28,8 +28,16 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from agent_ls import prompts
+from agent_ls.ports import updates
 from agent_ls.ports.editor import Unsupported
-from agent_ls.safety.sandbox import SandboxRun, SandboxStatus, refusal_note, sandbox_status
+from agent_ls.ports.updates import ToolCallContent
+from agent_ls.safety.sandbox import (
+    SandboxRun,
+    SandboxStatus,
+    refusal_note,
+    remove_placeholders,
+    sandbox_status,
+)
 from agent_ls.safety.sandbox import prepare as prepare_sandbox
 from agent_ls.safety.shell_policy import authorize
 from agent_ls.tools.base import Tool, ToolContext, ToolResult
@@ -132,6 +140,17 @@ def _marked_processes(marker: str) -> list[int]:
         except OSError:
             continue
     return found
+
+
+LIVE_GROUPS: set[int] = set()  # process groups of commands running now (killed on exit)
+
+
+def kill_live_groups() -> None:
+    """Kill every running command's group at once (the server is exiting: no time to wait)."""
+    for pgid in list(LIVE_GROUPS):
+        kill_group(pgid)
+    LIVE_GROUPS.clear()
+    remove_placeholders()  # the background clean-ups will not run after os._exit
 
 
 def kill_group(pgid: int, sig: int = signal.SIGKILL) -> None:
@@ -278,7 +297,7 @@ class RunShell(Tool[RunShellInput]):
             "ms": round(outcome.elapsed_ms),
             "sandboxed": confined is not None,
         }
-        display = [{"type": "content", "content": {"type": "text", "text": body}}]
+        display: list[ToolCallContent] = [updates.text_item(body)]
         return ToolResult(body, is_error=failed, raw_output=raw, display=display)
 
     async def _save_edited(self, ctx: ToolContext) -> str:
@@ -360,10 +379,12 @@ async def execute(
             raise
         finally:
             os.close(write_fd)  # the child holds its own copy; EOF comes when every holder exits
+        LIVE_GROUPS.add(proc.pid)
         try:
             return await _supervise(proc, read_fd, marker, ctx, timeout_ms, started)
         finally:
             kill_group(proc.pid)  # whatever happened, nothing of the group survives the call
+            LIVE_GROUPS.discard(proc.pid)
     finally:
         if confined is not None:
             # bwrap that exited by itself reaped its PID namespace: nothing inside is left.
