@@ -58,24 +58,32 @@ def _ms(samples: list[float]) -> dict[str, float]:
 
 
 def bare_overhead(program: str, ws: Path, runs: int) -> dict[str, Any]:
-    """``bash -c true`` vs the same inside bwrap, as plain subprocesses."""
+    """``bash -c true`` vs the same inside bwrap, as plain subprocesses, with an ablation:
+    bwrap with only the read-only root, then with the isolation flags, then the full line
+    minus ``--unshare-net``, all interleaved in the same rounds."""
     from agent_ls.safety.sandbox import prepare
 
-    plain, boxed = [], []
     sandbox = prepare(program, [ws], network=False)
     try:
-        argv = sandbox.wrap(["bash", "-c", "true"])
+        full = sandbox.wrap(["bash", "-c", "true"])
+        cut = full.index("--bind")
+        variants = {
+            "unsandboxed": ["bash", "-c", "true"],
+            "bwrap_ro_root_only": [program, "--ro-bind", "/", "/", "--", "bash", "-c", "true"],
+            "bwrap_isolation_no_mounts": [*full[:cut], "--", "bash", "-c", "true"],
+            "bwrap_full_with_network": [a for a in full if a != "--unshare-net"],
+            "sandboxed": full,
+        }
+        samples: dict[str, list[float]] = {name: [] for name in variants}
+        names = list(variants)
         for i in range(runs):
-            for which in ("plain", "boxed") if i % 2 else ("boxed", "plain"):
+            for name in names[i % len(names) :] + names[: i % len(names)]:
                 started = time.perf_counter()
-                cmd = ["bash", "-c", "true"] if which == "plain" else argv
-                subprocess.run(cmd, cwd=ws, check=True)
-                (plain if which == "plain" else boxed).append(
-                    (time.perf_counter() - started) * 1000
-                )
+                subprocess.run(variants[name], cwd=ws, check=True)
+                samples[name].append((time.perf_counter() - started) * 1000)
     finally:
         sandbox.close()
-    return {"unsandboxed_ms": _ms(plain), "sandboxed_ms": _ms(boxed)}
+    return {f"{name}_ms": _ms(xs) for name, xs in samples.items()}
 
 
 async def tool_overhead(ws: Path, runs: int) -> dict[str, Any]:
@@ -230,6 +238,10 @@ def report(results: dict[str, Any]) -> str:
             f"| {label} | {a:.2f} ({plain['min']:.2f}) ms | {b:.2f} ({boxed['min']:.2f}) ms "
             f"| {b - a:+.2f} ({boxed['min'] - plain['min']:+.2f}) ms, {mark} ≤ {TARGET_MS:g} |"
         )
+    ablation = ", ".join(
+        f"{k[:-3].replace('_', ' ')} {v['median']:.2f}" for k, v in results["process"].items()
+    )
+    lines += ["", f"Bare process, median ms: {ablation}"]
     lines += ["", "| fix-the-failing-test session | questions unsandboxed | questions sandboxed |"]
     lines.append("|---|---|---|")
     for label, pair in results["questions"].items():
