@@ -197,6 +197,7 @@ STILL_ASK = [
     "echo x > /etc/motd",
     "touch .git/hooks/pre-commit",
     "pip install requests",
+    "python3 -m pip install requests",
     "python -c 'print(1)'",
     "bash -c 'touch x'",
     "PATH=/tmp/evil make",

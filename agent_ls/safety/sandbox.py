@@ -11,8 +11,9 @@ plant one), and probed once with a harmless ``true``, in a worker thread. In ``a
 probe means unsandboxed, with the reason in ``agent.status``.
 
 A protected path that does not exist gets an empty placeholder (a directory or a file) for
-the command's lifetime, mounted read-only, and removed after the command if it is still empty:
-a bind mount needs something to mount on, and the workspace is the host's own folder.
+the command's lifetime, mounted read-only, and removed after the command (in the background)
+if it is still empty: a bind mount needs something to mount on, and the workspace is the
+host's own folder.
 """
 
 from __future__ import annotations

@@ -535,7 +535,10 @@ def _interpreter(name: str, family: str, args: list[Word], j: Judgement, ctx: Ct
             module = short[short.index("m") + 1 :] or (
                 args[i + 1].shown if i + 1 < len(args) else ""
             )
-            j.add("ask", f"{name} -m {module} runs the module {module} (project code)")
+            if module in INSTALLS:  # python -m pip install ...: the network, site-packages
+                j.add("ask", f"{name} -m {module} installs or manages packages")
+            else:
+                j.add("ask", f"{name} -m {module} runs the module {module} (project code)")
             return
         if v == "-" or not v.startswith("-"):
             break
