@@ -77,6 +77,7 @@ def _run(args: argparse.Namespace) -> int:
         model=args.model,
         session_id=args.resume,
         mode=args.mode,
+        sandbox=args.sandbox,
         json_output=args.json,
         quiet=args.quiet,
         checker=args.checker,
@@ -182,6 +183,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--cwd", default=".", help="the workspace folder (default: .)")
     run.add_argument("--resume", metavar="SESSION_ID", help="continue a saved session")
     run.add_argument("--mode", choices=["default", "acceptEdits", "plan", "bypassPermissions"])
+    run.add_argument(
+        "--sandbox",
+        choices=["auto", "on", "off"],
+        help="run shell commands in bubblewrap: auto (when it works, the default), on, off",
+    )
     run.add_argument("--json", action="store_true", help="print the result object as JSON")
     run.add_argument(
         "--checker",

@@ -64,6 +64,9 @@ class Settings(BaseModel):
     compact_threshold: float = Field(default=0.85, alias="compactThreshold", gt=0.1, le=1.0)
     thinking_budget: int | None = Field(default=None, alias="thinkingBudget", ge=1024)
     max_cost_usd: float | None = Field(default=None, alias="maxCostUsd", gt=0)
+    # Shell commands in bubblewrap: "auto" when it works, "on" refuses commands without it.
+    sandbox: Literal["auto", "on", "off"] = "auto"
+    sandbox_network: bool = Field(default=False, alias="sandboxNetwork")
     # Extra or overriding prices: model-name prefix -> [input, output, cache read, cache write]
     # in USD per million tokens.
     prices: dict[str, list[float]] = Field(default_factory=dict)

@@ -32,6 +32,8 @@ READ_EDIT_SCRIPT = {
     ],
 }
 
+# Tests of the asking behaviour run without the sandbox (with it, `touch` does not ask).
+NO_SANDBOX = {"sandbox": "off"}
 EXPECTED = 'def greet(name):\n    return f"Hello, {name}!"\n\n\nprint(greet("world"))\n'
 
 
@@ -105,7 +107,7 @@ async def test_denied_shell_command_is_not_run(workspace: Path) -> None:
             {"text": "It was denied."},
         ]
     }
-    async with editor(workspace, script=script) as ed:
+    async with editor(workspace, script=script, init_options=NO_SANDBOX) as ed:
         ed.answers = ["Deny"]
         result = await ed.ask("make a marker")
         assert result["stopReason"] == "end_turn"
@@ -126,7 +128,7 @@ async def test_allowed_shell_command_runs_in_workspace(workspace: Path) -> None:
             {"text": "ok"},
         ]
     }
-    async with editor(workspace, script=script) as ed:
+    async with editor(workspace, script=script, init_options=NO_SANDBOX) as ed:
         ed.answers = ["Allow"]
         result = await ed.ask("make a marker")
         assert result["stopReason"] == "end_turn"

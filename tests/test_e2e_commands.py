@@ -282,7 +282,8 @@ async def test_client_that_never_answers_gets_a_bounded_wait(workspace: Path) ->
             {"text": "carried on"},
         ]
     }
-    options = {"clientRequestTimeout": 0.5, "editConfirmTimeout": 1}
+    # sandbox off: the question is the point (in the sandbox `touch` would not ask)
+    options = {"clientRequestTimeout": 0.5, "editConfirmTimeout": 1, "sandbox": "off"}
     async with editor(workspace, script=script, init_options=options) as ed:
         never: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
 

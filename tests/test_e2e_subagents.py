@@ -262,7 +262,8 @@ async def test_a_childs_edit_is_previewed_and_partly_accepted(workspace: Path, a
         assert all(parent_of(u) == "toolu_t" for u in edit_updates)
         diffs = [i for u in edit_updates for i in u.get("content") or [] if i["type"] == "diff"]
         assert diffs, "the child's edit was not shown as a diff"
-        assert task_result(ed, "toolu_e")["rawOutput"] == {"status": "partial", "landed": [1], "hunks": 2}
+        outcome = task_result(ed, "toolu_e")["rawOutput"]
+        assert outcome == {"status": "partial", "landed": [1], "hunks": 2}
     # The child was told the truth, and the parent got the child's answer.
     child_last = message_texts(api.bodies()[3])
     assert "rejected the others" in child_last

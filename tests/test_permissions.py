@@ -43,7 +43,7 @@ def make_ctx(
         port=port,
         read_state=ReadState(),
         permissions=perms or Permissions(mode=mode, rules=rules),
-        settings=Settings(),
+        settings=Settings(sandbox="off"),  # the asking behaviour without the sandbox
         session_id="s1",
         tool_call_id="c1",
     )
@@ -555,7 +555,9 @@ async def test_shell_and_file_tools_run_for_real_after_allow(workspace: Path) ->
         {"tool_calls": [{"name": "run_shell", "input": {"command": "touch made.txt"}}]},
         {"text": "ok"},
     ]
-    loop, port, session = make_loop(workspace, turns, FakePort(decisions=[Decision.ALLOW_SESSION]))
+    # The asking behaviour without the sandbox (with it, `touch` in the workspace does not ask).
+    port = FakePort(decisions=[Decision.ALLOW_SESSION])
+    loop, port, session = make_loop(workspace, turns, port, sandbox="off")
     await loop.run("go")
     first, second = tool_results(session)
     assert not first.is_error and "made.txt" in first.content

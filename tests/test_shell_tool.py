@@ -43,7 +43,9 @@ def make_ctx(root: Path, **settings: Any) -> tuple[ToolContext, FakePort]:
         port=port,
         read_state=ReadState(),
         permissions=Permissions(mode="bypassPermissions"),  # no questions: execution only
-        settings=Settings(**settings),
+        # Process-group mechanics read host PIDs ($$): unsandboxed here, test_sandbox.py
+        # checks the same inside the sandbox.
+        settings=Settings(**{"sandbox": "off", **settings}),
         session_id="s1",
         tool_call_id="call-1",
     )

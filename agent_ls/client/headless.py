@@ -64,6 +64,7 @@ class RunOptions:
     model: str | None = None
     session_id: str | None = None
     mode: str | None = None
+    sandbox: str | None = None  # the setting sandbox: auto, on or off
     json_output: bool = False
     quiet: bool = False
     checker: str | None = None  # a command whose output serves agent/getDiagnostics
@@ -236,6 +237,8 @@ class Headless:
         init_options: dict[str, Any] = {}
         if opts.mode:
             init_options["mode"] = opts.mode
+        if opts.sandbox:
+            init_options["sandbox"] = opts.sandbox
         await self.client.initialize_async(
             types.InitializeParams(
                 capabilities=client_capabilities(),

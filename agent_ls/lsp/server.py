@@ -472,6 +472,7 @@ async def cmd_status(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
         "grants": list(current.permissions.grants) if current else [],
         "workspace": [str(p) for p in ls.roots()],
         "agents": await _agents_status(ls),
+        "sandbox": await _sandbox_status(ls),
     }
 
 
@@ -482,6 +483,19 @@ async def _agents_status(ls: AgentServer) -> dict[str, Any] | None:
         return None  # right after start: do not wait on the warm-up's imports
     current = ls.service.current
     return await ls.service.subagent_status(current.id if current else None, roots[0])
+
+
+async def _sandbox_status(ls: AgentServer) -> dict[str, object]:
+    """The shell sandbox as ``run_shell`` would use it now (probed once, off the loop)."""
+    from agent_ls.safety.sandbox import sandbox_status
+
+    mode: str
+    if ls.state.settings is not None:
+        mode = ls.settings.sandbox
+    else:  # as for the model and mode: no waiting for the settings' pydantic import
+        raw = ls.init_options if isinstance(ls.init_options, dict) else {}
+        mode = str(raw.get("sandbox")) if raw.get("sandbox") in ("on", "off") else "auto"
+    return (await sandbox_status(mode, ls.roots())).to_contract()
 
 
 def _raw_model_and_mode(options: Any) -> tuple[str, str]:

@@ -16,6 +16,13 @@ raw line. For each one, in order of precedence:
    sensitive paths. Those are asked each time;
 6. otherwise the classifier's verdict decides.
 
+With the OS sandbox active (:mod:`agent_ls.safety.sandbox`), the reasons the sandbox contains
+are dropped before anything is asked (:func:`is_contained_reason`): writes that stay inside
+the workspace and running project code (tests, builds, linters). Deleting, the network,
+privileges, secrets, git history and everything the rules do not know still ask, and so do the
+write-target checks (outside the workspace, sensitive paths, paths known only at run time). A
+line with a network reason that is allowed runs with network (:func:`needs_network`).
+
 "Allow for this session" grants exactly the command words shown in the dialog.
 """
 
@@ -29,13 +36,14 @@ from typing import TYPE_CHECKING, Protocol
 
 from agent_ls.safety.paths import is_secret_like, sensitive_reason
 from agent_ls.safety.rules import command_words
+from agent_ls.safety.shell_rules import ASK_REASONS
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from agent_ls.ports.editor import EditorPort
     from agent_ls.safety.permissions import Permissions
-    from agent_ls.safety.shell import SimpleCommand
+    from agent_ls.safety.shell import SimpleCommand, Verdict
 
 
 class WorkspaceView(Protocol):
@@ -76,6 +84,58 @@ _NOT_READING = frozenset(
     """echo printf ls cd pushd popd pwd test [ [[ stat du df file type which command realpath
     readlink dirname basename wc touch mkdir rm rmdir ln chmod chown chgrp""".split()  # noqa: SIM905
 )
+
+
+# Commands whose own ask is only "writes files in the workspace"; their targets are checked
+# one by one (outside the workspace, sensitive paths), and those checks are never contained.
+# Not mv (its source goes away, even into /dev/null) nor ln (links can point out).
+_WRITERS = (
+    "mkdir touch mktemp cp install tar zip unzip gzip gunzip bzip2 xz patch split csplit chmod"
+)
+_CONTAINED_WRITERS = frozenset(_WRITERS.split())
+_CONTAINED_REASON = re.compile(
+    "|".join(
+        [
+            *(re.escape(f"{n} {ASK_REASONS[n]}") + "$" for n in sorted(_CONTAINED_WRITERS)),
+            r"\S+ runs project code \(builds and tests execute arbitrary code\)$",
+            r"\S+ \S+ runs project scripts \(project code\)$",
+            r"\S+ -m \S+ runs the module \S+ \(project code\)$",
+            r"\S+ runs the script ",
+            r"runs the program (?!/)",  # ./gradlew, bin/test: the project's own programs
+            r"(?:redirects|appends) output to ",  # the target is judged on its own
+            r"(?:sed|yq) \S+ edits files in place$",
+            r"(?:sort|tree) \S+ writes its output to a file$",
+            r"(?:tee writes to|uniq writes its output to|xxd writes to) ",
+            r"base64 \S+ writes to a file$",
+            r"time -o writes its report to a file$",
+        ]
+    )
+)
+_NETWORK_REASON = re.compile(
+    r"reaches the network|reaches a remote|reaches remotes|opens a network connection"
+    r"|installs or removes packages|installs or manages packages|uploads a package"
+    r"|manages packages or runs project scripts"
+)
+
+
+def is_contained_reason(reason: str) -> bool:
+    """An ask the sandbox makes moot: a write inside the workspace, or project code."""
+    return bool(_CONTAINED_REASON.match(reason)) and "(opaque)" not in reason
+
+
+def is_network_reason(reason: str) -> bool:
+    return bool(_NETWORK_REASON.search(reason))
+
+
+def needs_network(verdict_reasons: Sequence[str]) -> bool:
+    """Whether a line the user let run should get the network inside the sandbox."""
+    return any(is_network_reason(r) for r in verdict_reasons)
+
+
+@dataclass(frozen=True, slots=True)
+class Authorization:
+    refusal: str | None  # None: it may run; else why not, for the model
+    network: bool = False  # run it with network (it asked for the network and was allowed)
 
 
 def is_effect_reason(reason: str) -> bool:
@@ -317,10 +377,24 @@ def _quote_block(command: str) -> str:
 
 
 async def authorize_command(command: str, ctx: ShellScope) -> str | None:
-    """None when the command may run; else why not, for the model."""
+    """None when the command may run unsandboxed; else why not, for the model."""
+    return (await authorize(command, ctx)).refusal
+
+
+async def authorize(command: str, ctx: ShellScope, sandboxed: bool = False) -> Authorization:
+    """Whether the command may run (in the sandbox when ``sandboxed``) and with network."""
     from agent_ls.safety.shell import classify
 
     verdict = classify(command)
+    asked = [r for part in verdict.commands if part.decision == "ask" for r in part.reasons]
+    network = needs_network(asked)
+    refusal = await _authorize(command, verdict, ctx, sandboxed, network)
+    return Authorization(refusal, network=network and refusal is None)
+
+
+async def _authorize(
+    command: str, verdict: Verdict, ctx: ShellScope, sandboxed: bool, network: bool
+) -> str | None:
     perms = ctx.permissions
     for part in verdict.commands:
         match = perms.shell_match(part.argv)
@@ -346,7 +420,11 @@ async def authorize_command(command: str, ctx: ShellScope) -> str | None:
     where = _Where(ctx.workspace.root)
     checks: list[_PartCheck] = []
     for part in verdict.commands:
-        checks.append(_check_part(part, where, ctx))
+        check = _check_part(part, where, ctx)
+        if sandboxed:
+            check.own = [r for r in check.own if not is_contained_reason(r)]
+            check.around = [r for r in check.around if not is_contained_reason(r)]
+        checks.append(check)
         where.follow(part)
     line = _quote_block(command)
 
@@ -384,6 +462,11 @@ async def authorize_command(command: str, ctx: ShellScope) -> str | None:
         grantable = bool(own) and not rule_ask and not targets
         grant = perms.shell_grant_for(argv) if grantable else None
         message = _dialog(line, part.text, words, own, around, targets, grant, compound, rule_ask)
+        if sandboxed and network:
+            message += (
+                "\nIf allowed, it runs in the sandbox with network access (files outside the "
+                "workspace stay read-only)."
+            )
         if not await perms.ask(ctx.port, message, grant=grant):
             return f"The user denied `{part.text}`; the command was not run."
         answered.update(around + targets)

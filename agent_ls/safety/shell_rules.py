@@ -535,7 +535,10 @@ def _interpreter(name: str, family: str, args: list[Word], j: Judgement, ctx: Ct
             module = short[short.index("m") + 1 :] or (
                 args[i + 1].shown if i + 1 < len(args) else ""
             )
-            j.add("ask", f"{name} -m {module} runs the module {module} (project code)")
+            if module in INSTALLS:  # python -m pip install ...: the network, site-packages
+                j.add("ask", f"{name} -m {module} installs or manages packages")
+            else:
+                j.add("ask", f"{name} -m {module} runs the module {module} (project code)")
             return
         if v == "-" or not v.startswith("-"):
             break
@@ -560,12 +563,17 @@ def _packages(name: str, args: list[Word], j: Judgement, ctx: Ctx) -> None:
         j.add("ask", f"{name} {sub} installs or removes packages (and may run their scripts)")
     elif sub in ("publish", "upload"):
         j.add("ask", f"{name} {sub} uploads a package")
+    elif sub in _PROJECT_SCRIPTS.get(name, ()):
+        j.add("ask", f"{name} {sub} runs project scripts (project code)")
     elif name in INSTALLS and sub:
         j.add("ask", f"{name} {sub} manages packages or runs project scripts")
     else:
         add_ask(j, name)
 
 
+_NODE_SCRIPTS = _words("test t tst run run-script rum urn start build")
+_PROJECT_SCRIPTS = {"npm": _NODE_SCRIPTS, "yarn": _NODE_SCRIPTS, "pnpm": _NODE_SCRIPTS}
+_PROJECT_SCRIPTS |= {"uv": _words("run"), "poetry": _words("run")}
 _LISTING = {(p, s) for p in ("pip", "pip3") for s in ("list", "show", "freeze")}
 _LISTING |= {("npm", "ls"), ("npm", "list"), ("go", "version")}
 

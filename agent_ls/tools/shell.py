@@ -6,6 +6,10 @@ editor and capped (head and tail kept). On timeout or cancel the whole group get
 then SIGKILL after a short grace, and processes that escaped the group (``setsid``) but carry
 the run's marker in their environment are killed too. When the command ends, background
 processes it left in its group are stopped and the model is told.
+
+With the sandbox active (:mod:`agent_ls.safety.sandbox`), the group leader is ``bwrap``: the
+command runs in its own PID namespace, so killing the group (or the command ending) ends
+everything inside, and a failure that looks like the sandbox's refusal is said so.
 """
 
 from __future__ import annotations
@@ -23,10 +27,19 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from agent_ls import prompts
 from agent_ls.ports import updates
 from agent_ls.ports.editor import Unsupported
 from agent_ls.ports.updates import ToolCallContent
-from agent_ls.safety.shell_policy import authorize_command
+from agent_ls.safety.sandbox import (
+    SandboxRun,
+    SandboxStatus,
+    refusal_note,
+    remove_placeholders,
+    sandbox_status,
+)
+from agent_ls.safety.sandbox import prepare as prepare_sandbox
+from agent_ls.safety.shell_policy import authorize
 from agent_ls.tools.base import Tool, ToolContext, ToolResult
 
 log = logging.getLogger(__name__)
@@ -137,6 +150,7 @@ def kill_live_groups() -> None:
     for pgid in list(LIVE_GROUPS):
         kill_group(pgid)
     LIVE_GROUPS.clear()
+    remove_placeholders()  # the background clean-ups will not run after os._exit
 
 
 def kill_group(pgid: int, sig: int = signal.SIGKILL) -> None:
@@ -258,22 +272,32 @@ class RunShell(Tool[RunShellInput]):
                 f"{MAX_COMMAND_CHARS:,}. Put long scripts in a file and run that.",
                 is_error=True,
             )
-        refusal = await authorize_command(args.command, ctx)
-        if refusal:
-            return ToolResult(refusal, is_error=True)
+        sandbox = await sandbox_status(ctx.settings.sandbox, ctx.workspace.roots)
+        if sandbox.mode == "on" and not sandbox.active:
+            why = prompts.load("sandbox/unavailable.md").format(reason=sandbox.reason)
+            return ToolResult(why, is_error=True)
+        decision = await authorize(args.command, ctx, sandboxed=sandbox.active)
+        if decision.refusal:
+            return ToolResult(decision.refusal, is_error=True)
+        network = decision.network or ctx.settings.sandbox_network
         notes = await self._save_edited(ctx)
         timeout_ms = min(args.timeout or ctx.settings.shell_timeout_ms, MAX_TIMEOUT_MS)
-        outcome = await execute(args.command, ctx, timeout_ms)
+        confined = sandbox if sandbox.active else None
+        outcome = await execute(args.command, ctx, timeout_ms, confined, network)
         body = _describe(outcome, timeout_ms)
+        failed = outcome.timed_out or outcome.exit_code != 0
+        if confined is not None and failed and not outcome.timed_out:
+            note = refusal_note(outcome.output, network)
+            body = f"{body}\n{note}" if note else body
         if notes:
             body = notes + "\n" + body
         raw: dict[str, Any] = {
             "exitCode": outcome.exit_code,
             "timedOut": outcome.timed_out,
             "ms": round(outcome.elapsed_ms),
+            "sandboxed": confined is not None,
         }
         display: list[ToolCallContent] = [updates.text_item(body)]
-        failed = outcome.timed_out or outcome.exit_code != 0
         return ToolResult(body, is_error=failed, raw_output=raw, display=display)
 
     async def _save_edited(self, ctx: ToolContext) -> str:
@@ -319,34 +343,73 @@ def _describe(outcome: RunOutcome, timeout_ms: int) -> str:
     return body
 
 
-async def execute(command: str, ctx: ToolContext, timeout_ms: int) -> RunOutcome:
-    """Run ``command`` contained: own process group, closed stdin, timeout, capped output."""
+async def execute(
+    command: str,
+    ctx: ToolContext,
+    timeout_ms: int,
+    sandbox: SandboxStatus | None = None,
+    network: bool = False,
+) -> RunOutcome:
+    """Run ``command`` contained: own process group, closed stdin, timeout, capped output;
+    inside the sandbox when one is given (with network only when ``network``)."""
     started = time.monotonic()
     marker = secrets.token_hex(8)
-    read_fd, write_fd = os.pipe()
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            "bash",
-            "-c",
-            command,
-            cwd=str(ctx.workspace.root),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=write_fd,
-            stderr=write_fd,
-            env=child_environment(marker),
-            start_new_session=True,
+    argv, env = ["bash", "-c", command], child_environment(marker)
+    confined: SandboxRun | None = None
+    if sandbox is not None and sandbox.program:
+        confined = await asyncio.to_thread(
+            prepare_sandbox, sandbox.program, ctx.workspace.roots, network=network, env=env
         )
-    except BaseException:
-        os.close(read_fd)
-        raise
-    finally:
-        os.close(write_fd)  # the child holds its own copy; EOF comes when every holder exits
-    LIVE_GROUPS.add(proc.pid)
+        argv, env = confined.wrap(argv), confined.environment(env)
+    proc: asyncio.subprocess.Process | None = None
     try:
-        return await _supervise(proc, read_fd, marker, ctx, timeout_ms, started)
+        read_fd, write_fd = os.pipe()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                cwd=str(ctx.workspace.root),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=write_fd,
+                stderr=write_fd,
+                env=env,
+                start_new_session=True,
+            )
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)  # the child holds its own copy; EOF comes when every holder exits
+        LIVE_GROUPS.add(proc.pid)
+        try:
+            return await _supervise(proc, read_fd, marker, ctx, timeout_ms, started)
+        finally:
+            kill_group(proc.pid)  # whatever happened, nothing of the group survives the call
+            LIVE_GROUPS.discard(proc.pid)
     finally:
-        kill_group(proc.pid)  # whatever happened, nothing of the group survives the call
-        LIVE_GROUPS.discard(proc.pid)
+        if confined is not None:
+            # bwrap that exited by itself reaped its PID namespace: nothing inside is left.
+            # Killed, its namespace dies a moment later; the placeholders go only after.
+            killed = proc is None or proc.returncode is None or proc.returncode < 0
+            # In the background (removing directories costs milliseconds on some disks): the
+            # result need not wait for it, and a later command shares what is still there.
+            cleanup = asyncio.get_running_loop().run_in_executor(
+                None, _close_sandbox, confined, marker, killed
+            )
+            _CLEANUPS.add(cleanup)
+            cleanup.add_done_callback(_CLEANUPS.discard)
+
+
+_CLEANUPS: set[asyncio.Future[None]] = set()  # sandbox clean-ups still running
+
+
+def _close_sandbox(confined: SandboxRun, marker: str, killed: bool) -> None:
+    try:
+        deadline = time.monotonic() + WAIT_BOUND
+        while killed and _marked_processes(marker) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        confined.close()
+    except Exception:  # a clean-up error must not surface as an unretrieved future
+        log.exception("sandbox clean-up failed")
 
 
 async def _supervise(

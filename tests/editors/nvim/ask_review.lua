@@ -3,7 +3,8 @@
 local T = dofile(vim.env.AGENT_LS_HARNESS)
 
 T.run(function()
-  local agent = T.start()
+  -- sandbox off: the confirmation is part of the test (in the sandbox `touch` would not ask)
+  local agent = T.start({ settings = { sandbox = 'off' } })
   local review = require('agent_ls.review')
   local chat = require('agent_ls.chat')
   T.stub_select({ 'Allow' })
