@@ -91,6 +91,32 @@ class ReadState:
         return None
 
 
+@dataclass(slots=True)
+class JournalEntry:
+    """One file a run changed: its text before the run's first edit (None: the run created
+    it) and after the run's last one, as the editor really held it."""
+
+    before: str | None
+    after: str
+
+
+class EditJournal:
+    """What a session's last run applied, file by file, for ``agent.undo``."""
+
+    def __init__(self) -> None:
+        self.files: dict[Path, JournalEntry] = {}
+
+    def record(self, path: Path, before: str | None, after: str) -> None:
+        entry = self.files.get(path)
+        if entry is None:
+            self.files[path] = JournalEntry(before, after)
+        else:
+            entry.after = after
+
+    def clear(self) -> None:
+        self.files.clear()
+
+
 class Workspace:
     """Workspace folders, path resolution and buffer-aware file access."""
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_ls.agent.compaction import compact, needs_compaction
+from agent_ls.agent.hooks import HookRunner
 from agent_ls.agent.session import Session
 from agent_ls.ports.editor import EditorPort
 from agent_ls.ports.messages import Message, ToolResultBlock, ToolUseBlock, Usage
@@ -26,6 +27,7 @@ from agent_ls.ports.model import (
     TurnComplete,
 )
 from agent_ls.pricing import cost_usd
+from agent_ls.safety.permissions import hook_allowance
 from agent_ls.settings import Settings
 from agent_ls.tools.base import Tool, ToolContext, ToolResult, describe_validation_error
 from agent_ls.tools.registry import ToolRegistry
@@ -83,8 +85,10 @@ class AgentLoop:
         port: EditorPort,
         settings: Settings,
         system_prompt: str,
+        hooks: HookRunner | None = None,
     ):
         self.session = session
+        self.hooks = hooks
         self.model = model
         self.tools = tools
         self.workspace = workspace
@@ -95,6 +99,23 @@ class AgentLoop:
     async def run(self, prompt: str) -> RunResult:
         """Run one ask to completion, cancellation or failure."""
         session = self.session
+        session.journal.clear()  # what this run applies, for agent.undo
+        # -- hooks: SessionStart, UserPromptSubmit (a block answers without a model call)
+        if self.hooks is not None:
+            start = None if session.hooks_started else ("resume" if session.history else "startup")
+            session.hooks_started = True
+            refusal, prompt = await self.hooks.prompt_submitted(prompt, start)
+            if refusal:
+                self.port.update(
+                    session.id,
+                    {
+                        "sessionUpdate": "agent_message_chunk",
+                        "content": {"type": "text", "text": refusal},
+                    },
+                )
+                return RunResult(session.id, "refusal", refusal)
+        stop_hook_active = False
+        # --
         session.add_user_text(prompt)
         usage = Usage()
         texts: list[str] = []
@@ -132,6 +153,15 @@ class AgentLoop:
                 if complete.stop_reason == "pause_turn":
                     continue
                 stop = _STOP_REASONS.get(complete.stop_reason, "end_turn")
+                # -- hooks: a blocking Stop hook makes the run go on (once)
+                if self.hooks is not None:
+                    again = await self.hooks.stop(stop_hook_active)
+                    if again:
+                        stop_hook_active = True
+                        session.add_user_text(again)
+                        stop = "max_turn_requests"
+                        continue
+                # --
                 break
         except asyncio.CancelledError:
             session.close_dangling_tool_uses(CANCELLED_RESULT)
@@ -283,6 +313,7 @@ class AgentLoop:
             session_id=sid,
             tool_call_id=use.id,
             edited_paths=self.session.edited_paths,
+            journal=self.session.journal,
             named_paths=self.session.named_paths,
             readable_paths=self.session.readable_paths,
         )
@@ -300,6 +331,17 @@ class AgentLoop:
             },
         )
         self.port.progress(title)
+        # -- hooks: PreToolUse may block the call, ask the user, or allow it (skip questions)
+        allowed_by: str | None = None
+        if self.hooks is not None:
+            verdict = await self.hooks.before_tool(
+                tool.name, use.input, use.id, shown_input=_shown_input(use.input)
+            )
+            if verdict.decision == "deny":
+                return self._finish(use, tool, ToolResult(verdict.result, is_error=True))
+            if verdict.decision == "allow" and verdict.by is not None:
+                allowed_by = verdict.by.hook.shown
+        # --
         if self.session.permissions.mode == "plan" and not tool.reads_only(args):
             result = ToolResult(
                 f"This {tool.name} call is not available in plan mode: only read-only tools and "
@@ -316,7 +358,20 @@ class AgentLoop:
                     "status": "in_progress",
                 },
             )
-            result = await self._execute(tool, args, ctx)
+            with hook_allowance(allowed_by):
+                result = await self._execute(tool, args, ctx)
+            # -- hooks: PostToolUse may add to the result
+            if self.hooks is not None:
+                response = result.raw_output if result.raw_output is not None else result.content
+                result.content = await self.hooks.after_tool(
+                    tool.name, use.input, use.id, _jsonable(response), result.content
+                )
+            # --
+        return self._finish(use, tool, result)
+
+    def _finish(self, use: ToolUseBlock, tool: Tool[Any], result: ToolResult) -> ToolResultBlock:
+        """Report the call's end to the editor and make its result block."""
+        sid = self.session.id
         update: dict[str, Any] = {
             "sessionUpdate": "tool_call_update",
             "toolCallId": use.id,
@@ -380,6 +435,11 @@ def _raise_if_cancelled() -> None:
     task = asyncio.current_task()
     if task is not None and task.cancelling():
         raise asyncio.CancelledError
+
+
+def _shown_input(value: Any) -> str:
+    text = json.dumps(_jsonable(value), ensure_ascii=False, indent=1)
+    return text if len(text) <= 2000 else text[:2000] + "\n[...]"
 
 
 def _safe_locations(tool: Tool[Any], args: Any, ctx: ToolContext) -> list[dict[str, Any]]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from agent_ls.agent.store import SessionStore
 from agent_ls.ports.messages import Message, TextBlock, ToolResultBlock, Usage
 from agent_ls.safety.permissions import Permissions
-from agent_ls.workspace import ReadState
+from agent_ls.workspace import EditJournal, ReadState
 
 
 def new_session_id() -> str:
@@ -35,6 +35,8 @@ class Session:
     title: str = ""
     store: SessionStore | None = None
     compactions: int = 0
+    journal: EditJournal = field(default_factory=EditJournal)  # what the last run applied
+    hooks_started: bool = False  # SessionStart hooks ran in this process
 
     def append(self, message: Message) -> None:
         """Add a complete message to the history and to the transcript on disk."""

@@ -384,7 +384,7 @@ async def authorize_command(command: str, ctx: ShellScope) -> str | None:
         grantable = bool(own) and not rule_ask and not targets
         grant = perms.shell_grant_for(argv) if grantable else None
         message = _dialog(line, part.text, words, own, around, targets, grant, compound, rule_ask)
-        if not await perms.ask(ctx.port, message, grant=grant):
+        if not await perms.ask(ctx.port, message, grant=grant, rule_asks=rule_ask):
             return f"The user denied `{part.text}`; the command was not run."
         answered.update(around + targets)
         answered.update(f"{words}: {r}" for r in own)

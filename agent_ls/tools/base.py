@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from agent_ls.ports.editor import EditorPort
     from agent_ls.safety.permissions import Permissions
     from agent_ls.settings import Settings
-    from agent_ls.workspace import ReadState, Workspace
+    from agent_ls.workspace import EditJournal, ReadState, Workspace
 
 RESULT_CHAR_CAP = 30_000
 
@@ -50,6 +50,7 @@ class ToolContext:
     edited_paths: set[Path] = field(default_factory=set)
     named_paths: set[Path] = field(default_factory=set)  # paths the user named in the prompt
     readable_paths: set[Path] = field(default_factory=set)  # folders always readable
+    journal: EditJournal | None = None  # records what edits landed (for agent.undo)
 
     def stream(self, text: str) -> None:
         """Stream partial output of the running tool to the editor."""
