@@ -366,9 +366,7 @@ async def test_a_changed_project_script_asks_again(workspace: Path, config_dir: 
     assert not (workspace / "second.txt").exists()
 
 
-async def test_user_settings_file_hooks_need_no_approval(
-    workspace: Path, config_dir: Path
-) -> None:
+async def test_user_settings_file_hooks_need_no_approval(workspace: Path, config_dir: Path) -> None:
     (config_dir / "settings.json").write_text(
         json.dumps({"hooks": hook("PreToolUse", "touch from-user.txt")})
     )
