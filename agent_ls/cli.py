@@ -1,4 +1,4 @@
-"""The ``agent-ls`` command line: serve, run, demo, check-command, sessions."""
+"""The ``agent-ls`` command line: serve, run, demo, check-command, sessions, remember."""
 
 from __future__ import annotations
 
@@ -127,6 +127,22 @@ def _sessions(args: argparse.Namespace) -> int:
     return 0
 
 
+def _remember(args: argparse.Namespace) -> int:
+    from agent_ls.agent.memory import remember
+
+    cwd = Path(args.cwd).resolve()
+    if not cwd.is_dir():
+        print(f"agent-ls remember: --cwd {args.cwd} is not a directory", file=sys.stderr)
+        return 2
+    try:
+        path, line = remember(cwd, " ".join(args.text))
+    except ValueError as exc:
+        print(f"agent-ls remember: {exc}", file=sys.stderr)
+        return 2
+    print(f"{path}: {line}")
+    return 0
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # usage errors exit 2 with a clear line
         self.print_usage(sys.stderr)
@@ -184,6 +200,11 @@ def build_parser() -> argparse.ArgumentParser:
     sessions = sub.add_parser("sessions", help="list saved sessions")
     sessions.add_argument("--json", action="store_true")
     sessions.set_defaults(func=_sessions)
+
+    note = sub.add_parser("remember", help="append a line to the project's memory (MEMORY.md)")
+    note.add_argument("text", nargs="+", help="the note")
+    note.add_argument("--cwd", default=".", help="the workspace folder (default: .)")
+    note.set_defaults(func=_remember)
     return parser
 
 

@@ -132,3 +132,16 @@ def test_run_keeps_a_bom_and_edits_the_right_place(workspace: Path) -> None:
     done = agent_ls("run", "--yes", "edit", cwd=workspace, script=script)
     assert done.returncode == 0, done.stderr
     assert (workspace / "bom.py").read_bytes() == b"\xef\xbb\xbfx = 10  # caf\xc3\xa9\r\ny = 2\r\n"
+
+
+def test_remember_appends_to_the_projects_memory(workspace: Path) -> None:
+    from agent_ls.settings import memory_file
+
+    done = agent_ls("remember", "use", "tabs", cwd=workspace)
+    assert done.returncode == 0, done.stderr
+    path = memory_file(workspace)
+    assert done.stdout.strip() == f"{path}: - use tabs"
+    agent_ls("remember", "run make check", cwd=workspace)
+    assert path.read_text() == "- use tabs\n- run make check\n"
+    empty = agent_ls("remember", " ", cwd=workspace)
+    assert empty.returncode == 2 and "empty" in empty.stderr
