@@ -219,6 +219,22 @@ async def test_hook_deny_and_ask_decisions(workspace: Path, config_dir: Path) ->
         assert "sure?" in question and "read_file" in question
 
 
+async def test_hook_ask_answered_allow_runs_the_call_without_a_second_question(
+    workspace: Path, config_dir: Path
+) -> None:
+    ask = json.dumps({"hookSpecificOutput": {"permissionDecision": "ask"}})
+    hooks = hook("PreToolUse", f"echo '{ask}'", matcher="run_shell")
+    env = {"AGENT_LS_CONFIG_DIR": str(config_dir)}
+    options = {"hooks": hooks, "sandbox": "off"}
+    async with editor(
+        workspace, script=shell_script("touch made.txt"), init_options=options, env=env
+    ) as ed:
+        ed.answers = ["Allow"]
+        await ed.ask("make the file")
+        assert len(ed.confirmations) == 1 and "asks you to confirm" in ed.confirmations[0]
+        assert (workspace / "made.txt").exists()
+
+
 # -- PostToolUse -------------------------------------------------------------------------------
 
 

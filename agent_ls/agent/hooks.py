@@ -472,7 +472,10 @@ class HookRunner:
                     hook=by, tool=tool, reason=why
                 )
             else:
-                verdict.decision = None  # the user answered; the usual checks still apply
+                # The user answered the hook's question: like a hook's allow, it stands for
+                # the call's own questions (deny rules, ask rules and the classifier still
+                # have their say).
+                verdict.decision = "allow"
         elif verdict.decision == "allow":
             self.port.progress(f"{by} allowed {tool}")
         return verdict
