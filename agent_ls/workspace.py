@@ -116,6 +116,20 @@ class EditJournal:
     def clear(self) -> None:
         self.files.clear()
 
+    def to_json(self) -> dict[str, dict[str, str | None]]:
+        return {str(p): {"before": e.before, "after": e.after} for p, e in self.files.items()}
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> EditJournal:
+        journal = cls()
+        for path, entry in data.items():
+            if not isinstance(entry, dict):
+                continue
+            before, after = entry.get("before"), entry.get("after")
+            if isinstance(after, str) and (before is None or isinstance(before, str)):
+                journal.files[Path(path)] = JournalEntry(before, after)
+        return journal
+
 
 class Workspace:
     """Workspace folders, path resolution and buffer-aware file access."""

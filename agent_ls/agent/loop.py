@@ -99,7 +99,9 @@ class AgentLoop:
     async def run(self, prompt: str) -> RunResult:
         """Run one ask to completion, cancellation or failure."""
         session = self.session
-        session.journal.clear()  # what this run applies, for agent.undo
+        if session.journal.files:  # what this run applies, for agent.undo
+            session.journal.clear()
+            await asyncio.to_thread(session.save_journal)
         # -- hooks: SessionStart, UserPromptSubmit (a block answers without a model call)
         if self.hooks is not None:
             start = None if session.hooks_started else ("resume" if session.history else "startup")
@@ -172,6 +174,8 @@ class AgentLoop:
         cost = self._cost(usage)
         session.usage.add(usage)
         session.cost_usd += cost
+        if session.journal.files:
+            await asyncio.to_thread(session.save_journal)
         return RunResult(session.id, stop, "".join(texts), usage, cost, error)
 
     async def compact_now(self) -> RunResult:

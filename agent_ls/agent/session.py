@@ -82,7 +82,13 @@ class Session:
         session.title = str(meta.get("title", ""))
         session.created = float(meta.get("created", session.created))
         session.close_dangling_tool_uses("Interrupted: the agent stopped before this finished.")
+        session.journal = EditJournal.from_json(store.load_journal(session_id))
         return session
+
+    def save_journal(self) -> None:
+        """Keep what the last run applied beside the transcript (``agent-ls undo`` later)."""
+        if self.store is not None:
+            self.store.save_journal(self.id, self.journal.to_json())
 
     def close_dangling_tool_uses(self, reason: str) -> None:
         """Give every tool_use without a result one, so the history stays valid."""

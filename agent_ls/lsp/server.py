@@ -598,6 +598,7 @@ async def cmd_undo(ls: AgentServer, params: SessionParams) -> dict[str, Any]:
                 )
         if reverted:
             session.journal.clear()  # undone: a second undo has nothing left to revert
+            await asyncio.to_thread(session.save_journal)
     return {"sessionId": session.id, "reverted": reverted, "skipped": skipped}
 
 
