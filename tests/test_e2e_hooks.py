@@ -421,3 +421,22 @@ def _alive(pid: int) -> bool:
         return False
     stat = Path(f"/proc/{pid}/stat")
     return not (stat.exists() and stat.read_text().split(") ")[-1].startswith("Z"))
+
+
+async def test_bad_hook_entries_are_reported_and_skipped(workspace: Path, config_dir: Path) -> None:
+    hooks = {
+        "PreTooluse": [{"hooks": [{"type": "command", "command": "touch typo.txt"}]}],
+        "PreToolUse": [
+            {"matcher": "(", "hooks": [{"type": "command", "command": "touch bad.txt"}]},
+            {"hooks": [{"type": "command", "command": "touch good.txt", "timeout": -1}]},
+        ],
+    }
+    env = {"AGENT_LS_CONFIG_DIR": str(config_dir)}
+    async with editor(workspace, script=read_app(), init_options={"hooks": hooks}, env=env) as ed:
+        result = await ed.ask("read app.py")
+        assert result["stopReason"] == "end_turn"
+        warnings = " | ".join(m.message for m in ed.client.log_messages)
+        assert "unknown event 'PreTooluse'" in warnings
+        assert "bad matcher" in warnings and "bad timeout" in warnings
+    assert (workspace / "good.txt").exists()
+    assert not (workspace / "typo.txt").exists() and not (workspace / "bad.txt").exists()

@@ -108,8 +108,12 @@ def _report(
     if outcome.final_text is not None:
         ctx.read_state.record_text(path, outcome.final_text, outcome.final_version)
     if ctx.journal is not None and outcome.status in ("applied", "partial", "unconfirmed"):
-        landed = outcome.final_text if outcome.final_text is not None else proposal.new_text
-        if outcome.status == "unconfirmed" or landed != proposal.old_text:
+        # "unconfirmed": the editor applied it but still shows the old text: the new one is
+        # what will be there.
+        landed = outcome.final_text
+        if outcome.status == "unconfirmed" or landed is None:
+            landed = proposal.new_text
+        if landed != proposal.old_text:
             ctx.journal.record(path, proposal.old_text, landed)
     if outcome.status == "applied":
         ctx.edited_paths.add(path)
