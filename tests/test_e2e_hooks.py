@@ -321,11 +321,11 @@ async def test_stop_exit_2_goes_on_once_with_stderr(
 ) -> None:
     log = tmp_path / "stop.jsonl"
     hooks = hook("Stop", f"cat >> {log}; echo >> {log}; echo 'run the tests first' >&2; exit 2")
-    api.enqueue(Turn(text="done."), Turn(text=" Tests pass."))
+    api.enqueue(Turn(text="done."), Turn(text="Tests pass."))
     async with editor(workspace, env=api_env(api, config_dir), init_options={"hooks": hooks}) as ed:
         result = await ed.ask("fix it")
         assert result["stopReason"] == "end_turn"
-        assert result["text"] == "done. Tests pass."
+        assert result["text"] == "done.\n\nTests pass."
     assert len(api.requests) == 2
     assert "run the tests first" in user_texts(api.requests[1].body)[-1]
     assert [p["stop_hook_active"] for p in payloads(log)] == [False, True]
