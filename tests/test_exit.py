@@ -85,3 +85,41 @@ def test_a_running_command_dies_with_the_server(workspace: Path, tmp_path: Path)
     while _sleepers() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _sleepers() == []
+
+
+def test_shutdown_while_a_question_waits_is_answered_null(workspace: Path, tmp_path: Path) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(
+        json.dumps(
+            {
+                "turns": [
+                    {"tool_calls": [{"name": "run_shell", "input": {"command": "touch x"}}]},
+                    {"text": "done"},
+                ]
+            }
+        )
+    )
+    env = {"AGENT_LS_MODEL": f"script:{script}", "AGENT_LS_DATA_DIR": str(tmp_path / "data")}
+    server = RawClient(workspace, env=env)
+    server.initialize(workspace, {"sandbox": "off"})
+    server.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 99,
+            "method": "workspace/executeCommand",
+            "params": {"command": "agent.ask", "arguments": [{"prompt": "make x"}]},
+        }
+    )
+    while True:  # wait for the question, and leave it unanswered (the user looks away)
+        message = server.read()
+        if message.get("method") == "window/showMessageRequest":
+            break
+    server.send({"jsonrpc": "2.0", "id": 100, "method": "shutdown", "params": None})
+    while True:
+        message = server.read()
+        if message.get("id") == 100 and "method" not in message:
+            break
+    assert "error" not in message and message.get("result") is None, message
+    server.send({"jsonrpc": "2.0", "method": "exit"})
+    assert server.proc.wait(timeout=10) == 0
+    assert not (workspace / "x").exists()

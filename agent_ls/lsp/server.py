@@ -96,6 +96,20 @@ class AgentProtocol(LanguageServerProtocol):
             self._send_response(data["id"], error=error.to_response_error())
             return JsonRPCNotification(method=IGNORED_MESSAGE, params=None, jsonrpc="2.0")
 
+    @lsp_method(types.SHUTDOWN)
+    def lsp_shutdown(self, *args: Any) -> Generator[Any, Any, None]:
+        """As pygls does, but over a copy: cancelling a pending client request (a question the
+        user has not answered) removes it from the dict pygls was iterating, and shutdown
+        answered with an error instead of null."""
+        if (user_handler := self.fm.features.get(types.SHUTDOWN)) is not None:
+            yield user_handler, args, None
+        current_id = self.msg_id
+        for msg_id, future in list(self._request_futures.items()):
+            if msg_id != current_id and not future.done():
+                future.cancel()
+        self._shutdown = True
+        return None
+
     def _handle_cancel_notification(self, msg_id: Any) -> None:
         task = self.running.get(msg_id)
         if task is not None and not task.done():
