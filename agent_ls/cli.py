@@ -1,4 +1,4 @@
-"""The ``agent-ls`` command line: serve, run, demo, check-command, sessions."""
+"""The ``agent-ls`` command line: serve, run, demo, check-command, sessions, remember, undo."""
 
 from __future__ import annotations
 
@@ -147,6 +147,58 @@ def _sessions(args: argparse.Namespace) -> int:
     return 0
 
 
+def _remember(args: argparse.Namespace) -> int:
+    from agent_ls.agent.memory import remember
+
+    cwd = Path(args.cwd).resolve()
+    if not cwd.is_dir():
+        print(f"agent-ls remember: --cwd {args.cwd} is not a directory", file=sys.stderr)
+        return 2
+    try:
+        path, line = remember(cwd, " ".join(args.text))
+    except ValueError as exc:
+        print(f"agent-ls remember: {exc}", file=sys.stderr)
+        return 2
+    print(f"{path}: {line}")
+    return 0
+
+
+def _undo(args: argparse.Namespace) -> int:
+    from agent_ls.agent.store import SessionStore
+    from agent_ls.client.headless import RunOptions, run_headless
+
+    cwd = Path(args.cwd).resolve()
+    if not cwd.is_dir():
+        print(f"agent-ls undo: --cwd {args.cwd} is not a directory", file=sys.stderr)
+        return 2
+    store = SessionStore.default()
+    session_id = args.session
+    if session_id is None:
+        # The newest session whose last run changed files in this workspace (and only here).
+        for row in store.list():
+            files = store.load_journal(str(row["sessionId"]))
+            if files and all(Path(p).is_relative_to(cwd) for p in files):
+                session_id = str(row["sessionId"])
+                break
+        if session_id is None:
+            print(f"agent-ls undo: no saved run changed files in {cwd}", file=sys.stderr)
+            return 1
+    elif not store.exists(session_id):
+        print(f"agent-ls undo: unknown session {session_id!r}", file=sys.stderr)
+        return 2
+    print(f"agent-ls undo: session {session_id}", file=sys.stderr)
+    options = RunOptions(
+        prompt="",
+        cwd=cwd,
+        policy=_policy(args),  # type: ignore[arg-type]
+        session_id=session_id,
+        json_output=args.json,
+        quiet=True,
+        undo=True,
+    )
+    return run_headless(options)
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # usage errors exit 2 with a clear line
         self.print_usage(sys.stderr)
@@ -194,7 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("AGENT_LS_CHECKER"),
         metavar="CMD",
         help="a command whose 'path:line:col: message' output serves as the editor's "
-        "diagnostics, e.g. \"ruff check --output-format=concise {file}\" (env AGENT_LS_CHECKER)",
+        'diagnostics, e.g. "ruff check --output-format=concise {file}" (env AGENT_LS_CHECKER)',
     )
     run.add_argument("--quiet", "-q", action="store_true", help="print only the answer")
     run.set_defaults(func=_run)
@@ -210,6 +262,20 @@ def build_parser() -> argparse.ArgumentParser:
     sessions = sub.add_parser("sessions", help="list saved sessions")
     sessions.add_argument("--json", action="store_true")
     sessions.set_defaults(func=_sessions)
+
+    note = sub.add_parser("remember", help="append a line to the project's memory (MEMORY.md)")
+    note.add_argument("text", nargs="+", help="the note")
+    note.add_argument("--cwd", default=".", help="the workspace folder (default: .)")
+    note.set_defaults(func=_remember)
+
+    undo = sub.add_parser("undo", help="revert what a session's last run changed (headless)")
+    undo.add_argument("--session", metavar="SESSION_ID", help="default: the newest that did")
+    undo.add_argument("--cwd", default=".", help="the workspace folder (default: .)")
+    undo_decide = undo.add_mutually_exclusive_group()
+    undo_decide.add_argument("--yes", "-y", action="store_true", help="accept the whole revert")
+    undo_decide.add_argument("--no", "-n", action="store_true", help="reject it (a dry run)")
+    undo.add_argument("--json", action="store_true", help="print the result object as JSON")
+    undo.set_defaults(func=_undo)
     return parser
 
 

@@ -27,6 +27,17 @@ def data_dir() -> Path:
     return Path(platformdirs.user_data_dir("agent-ls", appauthor=False))
 
 
+def memory_file(root: Path) -> Path:
+    """The project's memory (``MEMORY.md``) in the data dir, keyed by the workspace root."""
+    import hashlib
+    import re
+
+    real = root.resolve()
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", real.name)[:40] or "root"
+    key = hashlib.sha256(str(real).encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    return data_dir() / "projects" / f"{slug}-{key}" / "MEMORY.md"
+
+
 def user_config_dir() -> Path:
     """The user's own agent-ls files: ``mcp.json``, ``settings.json``, ``agents/``, ``AGENTS.md``.
 
@@ -70,6 +81,9 @@ class Settings(BaseModel):
     # Extra or overriding prices: model-name prefix -> [input, output, cache read, cache write]
     # in USD per million tokens.
     prices: dict[str, list[float]] = Field(default_factory=dict)
+    # Claude Code's shape: {EVENT: [{matcher?, hooks: [{type, command, timeout?}]}]}, checked
+    # by agent.hooks (bad entries are reported there and skipped).
+    hooks: dict[str, Any] = Field(default_factory=dict)
 
     def resolved_model(self) -> str:
         return self.model or os.environ.get("AGENT_LS_MODEL") or DEFAULT_MODEL

@@ -91,6 +91,46 @@ class ReadState:
         return None
 
 
+@dataclass(slots=True)
+class JournalEntry:
+    """One file a run changed: its text before the run's first edit (None: the run created
+    it) and after the run's last one, as the editor really held it."""
+
+    before: str | None
+    after: str
+
+
+class EditJournal:
+    """What a session's last run applied, file by file, for ``agent.undo``."""
+
+    def __init__(self) -> None:
+        self.files: dict[Path, JournalEntry] = {}
+
+    def record(self, path: Path, before: str | None, after: str) -> None:
+        entry = self.files.get(path)
+        if entry is None:
+            self.files[path] = JournalEntry(before, after)
+        else:
+            entry.after = after
+
+    def clear(self) -> None:
+        self.files.clear()
+
+    def to_json(self) -> dict[str, dict[str, str | None]]:
+        return {str(p): {"before": e.before, "after": e.after} for p, e in self.files.items()}
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> EditJournal:
+        journal = cls()
+        for path, entry in data.items():
+            if not isinstance(entry, dict):
+                continue
+            before, after = entry.get("before"), entry.get("after")
+            if isinstance(after, str) and (before is None or isinstance(before, str)):
+                journal.files[Path(path)] = JournalEntry(before, after)
+        return journal
+
+
 class Workspace:
     """Workspace folders, path resolution and buffer-aware file access."""
 

@@ -61,6 +61,9 @@ class QuietPort:
     def progress(self, message: str, percentage: int | None = None) -> None:
         return None
 
+    def log(self, message: str) -> None:
+        return None
+
 
 async def one_turn(root: Path, queries: list[str]) -> float:
     calls = [

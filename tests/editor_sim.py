@@ -52,6 +52,8 @@ class EditorSim:
     diagnostics_provider: Callable[[str | None], list[dict[str, Any]]] | None = None
     saved: list[str] = field(default_factory=list)
     lazy_changes: bool = False  # apply edits to buffers but send no didChange (like eglot)
+    accept_delete: Callable[[Path], bool] = lambda path: True
+    deleted: list[Path] = field(default_factory=list)
 
     # -- buffers ---------------------------------------------------------------------------
 
@@ -121,6 +123,14 @@ class EditorSim:
     def _apply(self, params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
         self.edit_requests.append(params)
         any_applied = False
+        for change in params.edit.document_changes or []:
+            if isinstance(change, types.DeleteFile):
+                gone = uri_to_path(change.uri)
+                if gone is not None and self.accept_delete(gone):
+                    self.docs.pop(gone, None)
+                    gone.unlink(missing_ok=True)
+                    self.deleted.append(gone)
+                    any_applied = True
         for file_edits in collect(params.edit):
             path = uri_to_path(file_edits.uri)
             assert path is not None

@@ -28,6 +28,7 @@ class FakePort:
     accept_edits: bool = True
     updates: list[dict[str, Any]] = field(default_factory=list)
     progress_messages: list[str] = field(default_factory=list)
+    logged: list[str] = field(default_factory=list)
     diagnostics_items: list[dict[str, Any]] | None = None
 
     def open_buffer(self, path: Path) -> Buffer | None:
@@ -66,6 +67,9 @@ class FakePort:
 
     def progress(self, message: str, percentage: int | None = None) -> None:
         self.progress_messages.append(message)
+
+    def log(self, message: str) -> None:
+        self.logged.append(message)
 
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
         return [u for u in self.updates if u.get("sessionUpdate") == kind]

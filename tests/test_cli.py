@@ -134,6 +134,51 @@ def test_run_keeps_a_bom_and_edits_the_right_place(workspace: Path) -> None:
     assert (workspace / "bom.py").read_bytes() == b"\xef\xbb\xbfx = 10  # caf\xc3\xa9\r\ny = 2\r\n"
 
 
+def test_remember_appends_to_the_projects_memory(workspace: Path) -> None:
+    from agent_ls.settings import memory_file
+
+    done = agent_ls("remember", "use", "tabs", cwd=workspace)
+    assert done.returncode == 0, done.stderr
+    path = memory_file(workspace)
+    assert done.stdout.strip() == f"{path}: - use tabs"
+    agent_ls("remember", "run make check", cwd=workspace)
+    assert path.read_text() == "- use tabs\n- run make check\n"
+    empty = agent_ls("remember", " ", cwd=workspace)
+    assert empty.returncode == 2 and "empty" in empty.stderr
+
+
+def test_undo_reverts_a_headless_run(workspace: Path) -> None:
+    before = (workspace / "app.py").read_text()
+    script = {
+        "turns": [
+            *EDIT_SCRIPT["turns"][:2],
+            {
+                "tool_calls": [
+                    {"name": "write_file", "input": {"file_path": "new.txt", "content": "x\n"}}
+                ]
+            },
+            {"text": "done"},
+        ]
+    }
+    done = agent_ls("run", "--yes", "Say Hi", cwd=workspace, script=script)
+    assert done.returncode == 0, done.stderr
+    assert (workspace / "new.txt").exists() and (workspace / "app.py").read_text() != before
+    dry = agent_ls("undo", "--no", cwd=workspace)
+    assert dry.returncode == 0, dry.stderr
+    assert (workspace / "app.py").read_text() != before  # --no rejects the preview
+    assert "not accepted in the preview" in dry.stdout
+    undone = agent_ls("undo", "--yes", "--json", cwd=workspace)
+    assert undone.returncode == 0, undone.stderr
+    result = json.loads(undone.stdout)
+    assert sorted(result["reverted"]) == sorted(
+        [str((workspace / "app.py").resolve()), str((workspace / "new.txt").resolve())]
+    )
+    assert (workspace / "app.py").read_text() == before
+    assert not (workspace / "new.txt").exists()
+    again = agent_ls("undo", "--yes", cwd=workspace)
+    assert again.returncode == 1 and "no saved run changed files" in again.stderr
+
+
 def test_run_no_reports_the_edit_as_rejected_not_done(workspace: Path) -> None:
     done = agent_ls("run", "--no", "Say Hi", cwd=workspace, script=EDIT_SCRIPT)
     assert done.returncode == 0, done.stderr

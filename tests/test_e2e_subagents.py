@@ -191,7 +191,10 @@ async def test_cancel_stops_every_child_and_its_processes(workspace: Path, api: 
         Turn(text=["word "] * 500, chunk_delay=0.02),
     )
     async with editor(
-        workspace, env=env_for(api), init_options={"mode": "bypassPermissions"}
+        workspace,
+        env=env_for(api),
+        # $$ is read as a host pid below; the sandbox's own pid namespace would renumber it
+        init_options={"mode": "bypassPermissions", "sandbox": "off"},
     ) as ed:
         ask = asyncio.ensure_future(ed.ask("Do both"))
         for _ in range(3000):

@@ -150,7 +150,7 @@ def parent_with_children(
     root: Path, parent_model: Any, child_model: Any, settings: Settings
 ) -> tuple[AgentLoop, QuietPort]:
     agents, _ = load_definitions(root)
-    catalog = SubagentCatalog(root, default_tools(), agents, [], "context")
+    catalog = SubagentCatalog(root, default_tools(), agents, [], ("instructions", "environment"))
     port = QuietPort()
     loop = AgentLoop(
         session=Session(),

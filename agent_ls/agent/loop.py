@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agent_ls.agent.compaction import compact, needs_compaction
+from agent_ls.agent.hooks import HookRunner
 from agent_ls.agent.session import Session
 from agent_ls.ports.editor import EditorPort
 from agent_ls.ports.messages import Message, ToolResultBlock, ToolUseBlock, Usage
@@ -28,6 +29,7 @@ from agent_ls.ports.model import (
 )
 from agent_ls.ports.updates import Location, ToolCallUpdate
 from agent_ls.pricing import cost_usd
+from agent_ls.safety.permissions import hook_allowance
 from agent_ls.settings import Settings
 from agent_ls.tools.base import (
     SubagentRunner,
@@ -99,8 +101,10 @@ class AgentLoop:
         port: EditorPort,
         settings: Settings,
         system_prompt: str,
+        hooks: HookRunner | None = None,
     ):
         self.session = session
+        self.hooks = hooks
         self.model = model
         self.tools = tools
         self.workspace = workspace
@@ -117,6 +121,9 @@ class AgentLoop:
         self.subagents: SubagentHosting | None = None
         self.live_usage = Usage()
         self.spent_elsewhere: Callable[[], float] = lambda: 0.0
+        # Where applied edits are recorded for agent.undo: a sub-agent records into its
+        # parent session's journal, so undoing the run undoes what its children applied.
+        self.journal = session.journal
 
     def spent(self, usage: Usage) -> float:
         """The session's spending so far, this run's whole tree included."""
@@ -125,6 +132,25 @@ class AgentLoop:
     async def run(self, prompt: str) -> RunResult:
         """Run one ask to completion, cancellation or failure."""
         session = self.session
+        if session.journal.files:  # what this run applies, for agent.undo
+            session.journal.clear()
+            await asyncio.to_thread(session.save_journal)
+        # -- hooks: SessionStart, UserPromptSubmit (a block answers without a model call)
+        if self.hooks is not None:
+            start = None if session.hooks_started else ("resume" if session.history else "startup")
+            session.hooks_started = True
+            refusal, prompt = await self.hooks.prompt_submitted(prompt, start)
+            if refusal:
+                self.port.update(
+                    session.id,
+                    {
+                        "sessionUpdate": "agent_message_chunk",
+                        "content": {"type": "text", "text": refusal},
+                    },
+                )
+                return RunResult(session.id, "refusal", refusal)
+        stop_hook_active = False
+        # --
         session.add_user_text(prompt)
         usage = self.live_usage = Usage()
         texts: list[str] = []
@@ -166,6 +192,15 @@ class AgentLoop:
                 if complete.stop_reason == "pause_turn":
                     continue
                 stop = _STOP_REASONS.get(complete.stop_reason, "end_turn")
+                # -- hooks: a blocking Stop hook makes the run go on (once)
+                if self.hooks is not None:
+                    again = await self.hooks.stop(stop_hook_active)
+                    if again:
+                        stop_hook_active = True
+                        session.add_user_text(again)
+                        stop = "max_turn_requests"
+                        continue
+                # --
                 break
         except asyncio.CancelledError:
             session.close_dangling_tool_uses(CANCELLED_RESULT)
@@ -182,6 +217,8 @@ class AgentLoop:
             cost += child_cost
         session.usage.add(usage)
         session.cost_usd += cost
+        if session.journal.files:
+            await asyncio.to_thread(session.save_journal)
         return RunResult(session.id, stop, "".join(texts), usage, cost, error)
 
     async def compact_now(self) -> RunResult:
@@ -333,6 +370,7 @@ class AgentLoop:
             session_id=sid,
             tool_call_id=use.id,
             edited_paths=self.session.edited_paths,
+            journal=self.journal,
             named_paths=self.session.named_paths,
             readable_paths=self.session.readable_paths,
             subagents=self.subagents,
@@ -351,6 +389,17 @@ class AgentLoop:
             },
         )
         self.port.progress(title)
+        # -- hooks: PreToolUse may block the call, ask the user, or allow it (skip questions)
+        allowed_by: str | None = None
+        if self.hooks is not None:
+            verdict = await self.hooks.before_tool(
+                tool.name, use.input, use.id, shown_input=_shown_input(use.input)
+            )
+            if verdict.decision == "deny":
+                return self._finish(use, tool, ToolResult(verdict.result, is_error=True))
+            if verdict.decision == "allow" and verdict.by is not None:
+                allowed_by = verdict.by.hook.shown
+        # --
         if self.session.permissions.mode == "plan" and not tool.reads_only(args):
             result = ToolResult(
                 f"This {tool.name} call is not available in plan mode: only read-only tools and "
@@ -367,7 +416,20 @@ class AgentLoop:
                     "status": "in_progress",
                 },
             )
-            result = await self._execute(tool, args, ctx)
+            with hook_allowance(allowed_by):
+                result = await self._execute(tool, args, ctx)
+            # -- hooks: PostToolUse may add to the result
+            if self.hooks is not None:
+                response = result.raw_output if result.raw_output is not None else result.content
+                result.content = await self.hooks.after_tool(
+                    tool.name, use.input, use.id, _jsonable(response), result.content
+                )
+            # --
+        return self._finish(use, tool, result)
+
+    def _finish(self, use: ToolUseBlock, tool: Tool[Any], result: ToolResult) -> ToolResultBlock:
+        """Report the call's end to the editor and make its result block."""
+        sid = self.session.id
         update: ToolCallUpdate = {
             "sessionUpdate": "tool_call_update",
             "toolCallId": use.id,
@@ -431,6 +493,11 @@ def _raise_if_cancelled() -> None:
     task = asyncio.current_task()
     if task is not None and task.cancelling():
         raise asyncio.CancelledError
+
+
+def _shown_input(value: Any) -> str:
+    text = json.dumps(_jsonable(value), ensure_ascii=False, indent=1)
+    return text if len(text) <= 2000 else text[:2000] + "\n[...]"
 
 
 def _safe_locations(tool: Tool[Any], args: Any, ctx: ToolContext) -> list[Location]:

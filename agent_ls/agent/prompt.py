@@ -1,7 +1,9 @@
 """Assembles what the model reads from the files in ``prompts/``.
 
-The system prompt is built once per session, static parts first, so every request of a run
-shares the same cache prefix (the date is fixed when the session starts).
+The system prompt's fixed parts are built once per session, static parts first, so every
+request shares the same cache prefix (the date is fixed when the session starts); the
+project's memory is read again at each ask, so it is byte-identical within an ask and a
+change shows from the next one.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import datetime
 import os
 import platform
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -16,13 +19,18 @@ from typing import Any
 from agent_ls import prompts
 from agent_ls.edits import LineIndex, PositionEncoding
 from agent_ls.ports.model import ToolSpec
-from agent_ls.settings import user_config_dir
+from agent_ls.settings import memory_file, user_config_dir
 
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")
 LOCAL_INSTRUCTION_FILES = ("AGENTS.local.md", "CLAUDE.local.md")
 INSTRUCTIONS_CHAR_CAP = 40_000
 GIT_STATUS_LINES = 30
 GIT_TIMEOUT = 3.0
+IMPORT_DEPTH = 5  # hops of @path imports followed, as in Claude Code
+MEMORY_LINES = 200
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_CODE_SPAN = re.compile(r"`+[^`]*`+")
+_IMPORT = re.compile(r"(?:^|(?<=\s))@((?:~/|\.{1,2}/|/)?[^\s`@]+)")
 
 
 def find_instruction_files(root: Path) -> list[Path]:
@@ -45,6 +53,84 @@ def find_instruction_files(root: Path) -> list[Path]:
         if candidate.is_file():
             found.append(candidate)
     return found
+
+
+def import_targets(text: str, base: Path) -> list[Path]:
+    """Files an instruction file imports with ``@path`` (outside code fences and spans).
+
+    Relative paths are relative to the importing file's folder, ``~/`` is the home folder.
+    Only existing files count (``@someone`` in prose is not an import).
+    """
+    found: list[Path] = []
+    fence: str | None = None
+    for line in text.splitlines():
+        marker = _FENCE.match(line)
+        if marker:
+            if fence is None:
+                fence = marker.group(1)
+            elif marker.group(1) == fence:
+                fence = None
+            continue
+        if fence is not None:
+            continue
+        for match in _IMPORT.finditer(_CODE_SPAN.sub(" ", line)):
+            raw = match.group(1).rstrip(".,;:)!?")
+            path = Path(os.path.expanduser(raw)) if raw.startswith("~/") else Path(raw)
+            if not path.is_absolute():
+                path = base / path
+            if path.is_file() and path not in found:
+                found.append(path)
+    return found
+
+
+def with_imports(files: list[Path]) -> list[tuple[Path, str, Path | None]]:
+    """The instruction files and what they import, depth first, each file once.
+
+    Returns ``(path, text, imported_by)``. Imports are followed :data:`IMPORT_DEPTH` hops
+    deep; a file already included (a cycle, or a second import) is not included again.
+    """
+    out: list[tuple[Path, str, Path | None]] = []
+    seen: set[Path] = set()
+
+    def visit(path: Path, parent: Path | None, depth: int) -> None:
+        real = path.resolve()
+        if real in seen:
+            return
+        seen.add(real)
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace").strip()
+        except OSError:
+            return
+        out.append((path, text, parent))
+        if depth >= IMPORT_DEPTH:
+            return
+        for target in import_targets(text, path.parent):
+            visit(target, path, depth + 1)
+
+    for file in files:
+        visit(file, None, 0)
+    return out
+
+
+def memory_section(root: Path) -> str:
+    """The project's memory for the system prompt: its path and first lines."""
+    path = memory_file(root)
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        lines = []
+    shown = lines[:MEMORY_LINES]
+    if not any(line.strip() for line in shown):
+        note, body = " (empty so far)", ""
+    elif len(lines) > MEMORY_LINES:
+        note, body = f" (the first {MEMORY_LINES} of {len(lines)} lines)", "\n".join(shown)
+    else:
+        note, body = "", "\n".join(shown)
+    return (
+        prompts.load("memory.md")
+        .format(path=path, shown=note, limit=MEMORY_LINES, memory=body)
+        .strip()
+    )
 
 
 def _git(root: Path, *args: str) -> str | None:
@@ -85,52 +171,71 @@ def tool_guidance(tools: list[ToolSpec]) -> str:
     return prompts.load("tools.md").format(tools="\n".join(lines))
 
 
-def build_system_prompt(
-    root: Path,
-    tools: list[ToolSpec] | None = None,
-    today: datetime.date | None = None,
-    *,
-    intro: str | None = None,
-    context: str | None = None,
-) -> str:
-    """The session's system prompt: static parts first, so the cache prefix stays stable.
-
-    Built once per session (it runs git, so call it off the event loop); the date and git
-    state are those of the session's start. ``intro`` replaces the agent's own instructions
-    (a sub-agent's definition body); ``context`` is a :func:`project_context` built before.
-    """
-    parts = [prompts.load("system.md") if intro is None else intro]
-    if tools:
-        parts.append(tool_guidance(tools))
-    parts.append(project_context(root, today) if context is None else context)
-    return "\n\n".join(p for p in parts if p)
+ProjectContext = tuple[str, str]  # (project instructions, environment and git state)
 
 
-def project_context(root: Path, today: datetime.date | None = None) -> str:
-    """The project instructions, the environment and the git state (runs git)."""
-    parts = []
+def project_context(root: Path, today: datetime.date | None = None) -> ProjectContext:
+    """The project instructions (imports followed), and the environment and git state
+    (runs git: call it off the event loop)."""
     blocks = []
-    for path in find_instruction_files(root):
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace").strip()
-        except OSError:
-            continue
+    for path, text, parent in with_imports(find_instruction_files(root)):
         if text:
-            blocks.append(f"## {path}\n{text[:INSTRUCTIONS_CHAR_CAP]}")
-    if blocks:
-        parts.append(prompts.load("instructions.md").format(instructions="\n\n".join(blocks)))
-    parts.append(
+            source = f" (imported by {parent})" if parent is not None else ""
+            blocks.append(f"## {path}{source}\n{text[:INSTRUCTIONS_CHAR_CAP]}")
+    instructions = (
+        prompts.load("instructions.md").format(instructions="\n\n".join(blocks)) if blocks else ""
+    )
+    tail = [
         prompts.load("environment.md").format(
             root=root,
             platform=f"{platform.system()} {platform.release()}",
             shell=os.path.basename(os.environ.get("SHELL", "bash")) or "bash",
             date=(today or datetime.date.today()).isoformat(),
         )
-    )
+    ]
     git = git_summary(root)
     if git:
-        parts.append(git)
-    return "\n\n".join(parts)
+        tail.append(git)
+    return instructions, "\n\n".join(tail)
+
+
+def build_prompt_parts(
+    root: Path,
+    tools: list[ToolSpec] | None = None,
+    today: datetime.date | None = None,
+    *,
+    intro: str | None = None,
+    context: ProjectContext | None = None,
+) -> tuple[str, str]:
+    """The session's fixed parts: before the memory (system, tools, project instructions)
+    and after it (environment, git). Built once per session; the date and git state are
+    those of the session's start. ``intro`` replaces the agent's own instructions (a
+    sub-agent's definition body); ``context`` is a :func:`project_context` built before."""
+    instructions, tail = project_context(root, today) if context is None else context
+    head = [prompts.load("system.md") if intro is None else intro]
+    if tools:
+        head.append(tool_guidance(tools))
+    head.append(instructions)
+    return "\n\n".join(p for p in head if p), tail
+
+
+def assemble_system_prompt(parts: tuple[str, str], memory: str) -> str:
+    """One ask's system prompt: the session's parts with the memory as it is now."""
+    head, tail = parts
+    return "\n\n".join(p for p in (head, memory, tail) if p)
+
+
+def build_system_prompt(
+    root: Path,
+    tools: list[ToolSpec] | None = None,
+    today: datetime.date | None = None,
+    *,
+    intro: str | None = None,
+    context: ProjectContext | None = None,
+) -> str:
+    """The system prompt: static parts first, so the cache prefix stays stable."""
+    parts = build_prompt_parts(root, tools, today, intro=intro, context=context)
+    return assemble_system_prompt(parts, memory_section(root))
 
 
 def numbered_excerpt(text: str, first_line: int, last_line: int) -> str:

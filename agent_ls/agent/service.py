@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from agent_ls.agent.hooks import HookConfig, HookRunner
     from agent_ls.agent.loop import AgentLoop, RunResult
     from agent_ls.agent.session import Session
     from agent_ls.agent.subagents import SubagentCatalog
@@ -56,7 +57,9 @@ class AgentService:
         self.sessions: dict[str, Session] = {}
         self.current_session: str | None = None
         self.runs: dict[str, ActiveRun] = {}
-        self.system_prompts: dict[str, str] = {}
+        self.system_prompts: dict[str, str] = {}  # each session's latest system prompt
+        self.prompt_parts: dict[str, tuple[str, str]] = {}  # its fixed parts (see prompt.py)
+        self.hook_config: HookConfig | None = None
         self.warm_task: asyncio.Task[None] | None = None
         self._model: Model | None = None
         self._model_spec: str | None = None
@@ -166,19 +169,32 @@ class AgentService:
     # -- runs ------------------------------------------------------------------------------
 
     async def loop_for(self, session: Session, workspace: Workspace, port: EditorPort) -> AgentLoop:
-        """An agent loop for one run of ``session`` (the system prompt is built once)."""
+        """An agent loop for one run of ``session``.
+
+        The system prompt's fixed parts are built once per session; the project memory is
+        read for each run, so a change shows from the next ask and never within one.
+        """
         from agent_ls.agent.loop import AgentLoop
-        from agent_ls.agent.prompt import build_system_prompt
+        from agent_ls.agent.prompt import (
+            assemble_system_prompt,
+            build_prompt_parts,
+            memory_section,
+        )
         from agent_ls.agent.subagents import SubagentHost
 
         catalog = await self.subagent_catalog(session.id, workspace.root)
-        if session.id not in self.system_prompts:
-            self.system_prompts[session.id] = await asyncio.to_thread(
-                build_system_prompt,
+        if session.id not in self.prompt_parts:
+            self.prompt_parts[session.id] = await asyncio.to_thread(
+                build_prompt_parts,
                 workspace.root,
                 catalog.parent_tools.specs(),
                 context=catalog.context,
             )
+        memory = await asyncio.to_thread(memory_section, workspace.root)
+        self.system_prompts[session.id] = assemble_system_prompt(
+            self.prompt_parts[session.id], memory
+        )
+        hooks = await self.hooks_for(session, workspace, port)
         loop = AgentLoop(
             session=session,
             model=self.model(),
@@ -187,6 +203,7 @@ class AgentService:
             port=port,
             settings=self.settings,
             system_prompt=self.system_prompts[session.id],
+            hooks=hooks,
         )
         SubagentHost(catalog, loop, lambda requested: self.subagent_model(catalog, requested))
         return loop
@@ -234,6 +251,21 @@ class AgentService:
         if model is None:
             model = catalog.models[spec] = load_model(spec)
         return model
+
+    async def hooks_for(
+        self, session: Session, workspace: Workspace, port: EditorPort
+    ) -> HookRunner | None:
+        """The hooks in force for one run (None when there are none); project hooks only
+        once the user approved them."""
+        from agent_ls.agent.hooks import HookConfig, HookRunner
+
+        if self.hook_config is None:
+            self.hook_config = HookConfig()
+        hooks = await self.hook_config.load(self.settings.hooks, workspace.root, port)
+        if not hooks:
+            return None
+        transcript = str(session.store.path(session.id)) if session.store is not None else ""
+        return HookRunner(hooks, workspace.root, session.id, port, transcript)
 
     def begin_run(
         self, session_id: str, body: Callable[[ActiveRun], Coroutine[Any, Any, RunResult]]

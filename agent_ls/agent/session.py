@@ -10,7 +10,7 @@ from pathlib import Path
 from agent_ls.agent.store import SessionStore
 from agent_ls.ports.messages import Message, TextBlock, ToolResultBlock, Usage
 from agent_ls.safety.permissions import Permissions
-from agent_ls.workspace import ReadState
+from agent_ls.workspace import EditJournal, ReadState
 
 
 def new_session_id() -> str:
@@ -36,6 +36,8 @@ class Session:
     workspace: str = ""  # the folder the session works in
     store: SessionStore | None = None
     compactions: int = 0
+    journal: EditJournal = field(default_factory=EditJournal)  # what the last run applied
+    hooks_started: bool = False  # SessionStart hooks ran in this process
 
     def append(self, message: Message) -> None:
         """Add a complete message to the history and to the transcript on disk."""
@@ -87,7 +89,13 @@ class Session:
         session.workspace = str(meta.get("workspace", ""))
         session.created = float(meta.get("created", session.created))
         session.close_dangling_tool_uses("Interrupted: the agent stopped before this finished.")
+        session.journal = EditJournal.from_json(store.load_journal(session_id))
         return session
+
+    def save_journal(self) -> None:
+        """Keep what the last run applied beside the transcript (``agent-ls undo`` later)."""
+        if self.store is not None:
+            self.store.save_journal(self.id, self.journal.to_json())
 
     def close_dangling_tool_uses(self, reason: str) -> None:
         """Give every tool_use without a result one, so the history stays valid."""

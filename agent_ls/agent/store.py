@@ -37,6 +37,27 @@ class SessionStore:
         """Where large tool results of the session are kept."""
         return self.path(session_id).with_suffix("") / "results"
 
+    def journal_path(self, session_id: str) -> Path:
+        """Where the session's last run's journal (for undo) is kept."""
+        return self.path(session_id).with_suffix("") / "undo.json"
+
+    def save_journal(self, session_id: str, files: dict[str, Any]) -> None:
+        path = self.journal_path(session_id)
+        if not files:
+            path.unlink(missing_ok=True)
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(files, ensure_ascii=False), encoding="utf-8")
+        tmp.replace(path)
+
+    def load_journal(self, session_id: str) -> dict[str, Any]:
+        try:
+            data = json.loads(self.journal_path(session_id).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
     def append(self, session_id: str, record: dict[str, Any]) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":"))

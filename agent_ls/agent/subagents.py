@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from agent_ls import prompts
 from agent_ls.agent.loop import AgentLoop
-from agent_ls.agent.prompt import build_system_prompt, project_context
+from agent_ls.agent.prompt import ProjectContext, build_system_prompt, project_context
 from agent_ls.agent.session import Session
 from agent_ls.agent.store import SessionStore
 from agent_ls.ports.editor import (
@@ -266,7 +266,7 @@ class SubagentCatalog:
         base_tools: ToolRegistry,
         agents: dict[str, AgentDefinition],
         problems: list[str],
-        context: str,
+        context: ProjectContext,
     ):
         self.root = root
         self.base_tools = base_tools
@@ -362,6 +362,9 @@ class ChildPort:
 
     def progress(self, message: str, percentage: int | None = None) -> None:
         self.parent.progress(f"{self.origin} {message}", percentage)
+
+    def log(self, message: str) -> None:
+        self.parent.log(f"{self.origin} {message}")
 
     def update(self, session_id: str, update: SessionUpdate) -> None:
         if update["sessionUpdate"] == "agent_thought_chunk":
@@ -520,6 +523,7 @@ class SubagentHost:
             settings=settings,
             system_prompt=self.catalog.system_prompt(definition),
         )
+        loop.journal = parent.journal  # agent.undo of the run covers the child's edits
         # The whole tree counts against the cap: the parent's spending includes this child.
         loop.spent_elsewhere = lambda: parent.spent(parent.live_usage) - loop._cost(
             loop.live_usage

@@ -104,6 +104,13 @@ def apply_to_disk(
 ) -> DiskResult:
     """Apply ``edit`` to files on disk, asking ``accept`` per hunk. All-or-nothing per file."""
     any_applied = False
+    for change in edit.document_changes or []:
+        # Deletions (agent.undo of a file a run created), asked like a hunk (index -1).
+        gone = uri_to_path(change.uri) if isinstance(change, types.DeleteFile) else None
+        if gone is not None and accept(gone, -1, change):  # type: ignore[arg-type]
+            with contextlib.suppress(FileNotFoundError):
+                gone.unlink()
+            any_applied = True
     for file_edits in collect(edit):
         path = uri_to_path(file_edits.uri)
         if path is None:

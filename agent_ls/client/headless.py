@@ -45,7 +45,10 @@ def client_capabilities() -> types.ClientCapabilities:
             apply_edit=True,
             workspace_edit=types.WorkspaceEditClientCapabilities(
                 document_changes=True,
-                resource_operations=[types.ResourceOperationKind.Create],
+                resource_operations=[
+                    types.ResourceOperationKind.Create,
+                    types.ResourceOperationKind.Delete,
+                ],
                 change_annotation_support=types.ChangeAnnotationsSupportOptions(
                     groups_on_label=False
                 ),
@@ -68,6 +71,7 @@ class RunOptions:
     json_output: bool = False
     quiet: bool = False
     checker: str | None = None  # a command whose output serves agent/getDiagnostics
+    undo: bool = False  # agent.undo on session_id instead of an ask
 
 
 class Headless:
@@ -171,6 +175,11 @@ class Headless:
         from agent_ls.client.apply import collect
 
         decisions: dict[tuple[Path, int], bool] = {}
+        for change in edit.document_changes or []:
+            gone = uri_to_path(change.uri) if isinstance(change, types.DeleteFile) else None
+            if gone is not None:
+                answer = _prompt(f"Delete {gone}? [y/N] ")
+                decisions[(gone, -1)] = answer.strip().lower() in ("y", "yes")
         for file_edits in collect(edit):
             path = uri_to_path(file_edits.uri)
             if path is None:
@@ -257,6 +266,8 @@ class Headless:
             argument["sessionId"] = opts.session_id
         code = EXIT_ERROR
         try:
+            if opts.undo:
+                return await self._undo(opts.session_id or "")
             result = await self.client.workspace_execute_command_async(
                 types.ExecuteCommandParams(command="agent.ask", arguments=[argument])
             )
@@ -289,6 +300,26 @@ class Headless:
             if drain is not None:
                 drain.cancel()
         return code
+
+    async def _undo(self, session_id: str) -> int:
+        """``agent-ls undo``: revert the session's last run, answering the preview by policy."""
+        result = plain_json(
+            await self.client.workspace_execute_command_async(
+                types.ExecuteCommandParams(
+                    command="agent.undo", arguments=[{"sessionId": session_id}]
+                )
+            )
+        )
+        if self.options.json_output:
+            print(json.dumps(result, indent=2))
+        else:
+            for path in result.get("reverted", []):
+                print(f"reverted {path}")
+            for skip in result.get("skipped", []):
+                print(f"left {skip.get('path')}: {skip.get('reason')}")
+            if not result.get("reverted") and not result.get("skipped"):
+                print("nothing to undo")
+        return EXIT_OK
 
     def _cancel(self) -> None:
         if self._cancelling:  # a second Ctrl-C: stop waiting for a clean cancel

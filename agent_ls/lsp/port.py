@@ -57,6 +57,7 @@ class EditorHost(Protocol):
 
     def current_text(self, path: Path) -> tuple[str | None, int | None]: ...
 
+
 log = logging.getLogger(__name__)
 
 ALLOW, ALLOW_SESSION, DENY = "Allow", "Allow for this session", "Deny"
@@ -89,6 +90,7 @@ def build_workspace_edit(
     uri: str,
     caps: types.ClientCapabilities,
     encoding: PositionEncoding,
+    annotation_prefix: str = "agent-ls/",
 ) -> types.WorkspaceEdit:
     """The proposal as the richest ``WorkspaceEdit`` the client supports."""
     ws_edit = caps.workspace.workspace_edit if caps.workspace else None
@@ -110,7 +112,7 @@ def build_workspace_edit(
             end=types.Position(line=end[0], character=end[1]),
         )
         if annotations and document_changes:
-            annotation_id = f"agent-ls/hunk-{i + 1}"
+            annotation_id = f"{annotation_prefix}hunk-{i + 1}"
             first, last = start[0] + 1, end[0] + 1
             lines = f"line {first}" if first == last else f"lines {first}-{last}"
             change_annotations[annotation_id] = types.ChangeAnnotation(
@@ -133,7 +135,7 @@ def build_workspace_edit(
     if proposal.old_text is None and create_ok:
         create_annotation = None
         if annotations:
-            create_annotation = "agent-ls/create"
+            create_annotation = f"{annotation_prefix}create"
             change_annotations[create_annotation] = types.ChangeAnnotation(
                 label="Create file",
                 needs_confirmation=proposal.needs_confirmation,
@@ -156,6 +158,52 @@ def build_workspace_edit(
     )
     return types.WorkspaceEdit(
         document_changes=changes, change_annotations=change_annotations or None
+    )
+
+
+def build_undo_edit(
+    proposals: list[EditProposal],
+    deletes: list[tuple[Path, str]],
+    caps: types.ClientCapabilities,
+    encoding: PositionEncoding,
+) -> types.WorkspaceEdit:
+    """Several files' reverts (and deletions, ``(path, label)``) as one ``WorkspaceEdit``,
+    each hunk and deletion with its own change annotation."""
+    changes: list[Any] = []
+    annotations: dict[str, types.ChangeAnnotation] = {}
+    plain: dict[str, list[types.TextEdit]] = {}
+    for n, proposal in enumerate(proposals):
+        uri = path_to_uri(proposal.path)
+        edit = build_workspace_edit(proposal, uri, caps, encoding, f"agent-ls/undo-{n + 1}/")
+        changes.extend(edit.document_changes or [])
+        annotations.update(edit.change_annotations or {})
+        for key, edits in (edit.changes or {}).items():
+            plain.setdefault(key, []).extend(edits)
+    if plain:
+        return types.WorkspaceEdit(changes=plain)
+    for n, (path, label) in enumerate(deletes):
+        annotation_id = f"agent-ls/undo-delete-{n + 1}"
+        annotations[annotation_id] = types.ChangeAnnotation(
+            label="Delete file", needs_confirmation=True, description=label
+        )
+        changes.append(
+            types.DeleteFile(
+                uri=path_to_uri(path),
+                options=types.DeleteFileOptions(ignore_if_not_exists=True),
+                annotation_id=annotation_id,
+            )
+        )
+    return types.WorkspaceEdit(document_changes=changes, change_annotations=annotations or None)
+
+
+def can_delete_files(caps: types.ClientCapabilities) -> bool:
+    ws_edit = caps.workspace.workspace_edit if caps.workspace else None
+    return bool(
+        ws_edit
+        and ws_edit.document_changes
+        and ws_edit.change_annotation_support
+        and ws_edit.resource_operations
+        and types.ResourceOperationKind.Delete in ws_edit.resource_operations
     )
 
 
@@ -261,6 +309,49 @@ class LspEditorPort:
         return await self._verify(
             proposal, bool(result.applied), result.failure_reason, trust_applied=trusted
         )
+
+    async def propose_undo(
+        self, proposals: list[EditProposal], deletes: list[tuple[Path, str]], summary: str
+    ) -> tuple[list[EditOutcome], list[bool]]:
+        """Send several files' reverts as one previewed edit; what landed, file by file, and
+        which deletions happened."""
+        server = self.server
+        caps = server.client_capabilities
+        ws_caps = caps.workspace.workspace_edit if caps.workspace else None
+        has_annotations = bool(
+            ws_caps and ws_caps.document_changes and ws_caps.change_annotation_support
+        )
+        if not has_annotations:
+            answer = await self._ask(
+                summary,
+                [types.MessageActionItem(title=APPLY), types.MessageActionItem(title=REJECT)],
+            )
+            if answer != APPLY:
+                rejected = [
+                    EditOutcome("rejected", final_text=p.old_text, final_version=p.version)
+                    for p in proposals
+                ]
+                return rejected, [False] * len(deletes)
+        edit = build_undo_edit(proposals, deletes, caps, position_encoding(server))
+        try:
+            result = await self._request(
+                types.WORKSPACE_APPLY_EDIT,
+                types.ApplyWorkspaceEditParams(edit=edit, label="agent-ls: undo the last run"),
+                server.settings.edit_confirm_timeout,
+            )
+        except (TimeoutError, JsonRpcException) as exc:
+            failed = EditOutcome("failed", reason=f"the editor did not apply the undo: {exc}")
+            return [failed for _ in proposals], [False] * len(deletes)
+        outcomes = [
+            await self._verify(p, bool(result.applied), result.failure_reason, trust_applied=False)
+            for p in proposals
+        ]
+        deadline = asyncio.get_running_loop().time() + (SETTLE_SECONDS if deletes else 0)
+        while deletes and any(path.exists() for path, _ in deletes):
+            if not result.applied or asyncio.get_running_loop().time() >= deadline:
+                break
+            await asyncio.sleep(0.02)
+        return outcomes, [not path.exists() for path, _ in deletes]
 
     async def _verify(
         self,
@@ -411,6 +502,12 @@ class LspEditorPort:
             return
         self.server.work_done_progress.report(
             self.token, types.WorkDoneProgressReport(message=message[:200], percentage=percentage)
+        )
+
+    def log(self, message: str) -> None:
+        self.server.protocol.notify(
+            types.WINDOW_LOG_MESSAGE,
+            types.LogMessageParams(type=types.MessageType.Warning, message=message),
         )
 
 

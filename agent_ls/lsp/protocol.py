@@ -22,6 +22,8 @@ COMMANDS = (
     "agent.status",
     "agent.setMode",
     "agent.clearGrants",
+    "agent.remember",
+    "agent.undo",
 )
 UPDATE_NOTIFICATION = "agent/update"
 SAVE_DOCUMENTS_REQUEST = "agent/saveDocuments"
@@ -69,3 +71,7 @@ class ResumeParams(_Params):
 class SetModeParams(_Params):
     mode: Mode
     session_id: str | None = Field(default=None, alias="sessionId")
+
+
+class RememberParams(_Params):
+    text: str = Field(min_length=1, max_length=2000)

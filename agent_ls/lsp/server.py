@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from agent_ls.lsp.protocol import (
         AskParams,
         FixParams,
+        RememberParams,
         ResumeParams,
         SessionParams,
         SetModeParams,
@@ -580,6 +581,98 @@ async def cmd_clear_grants(ls: AgentServer, params: SessionParams) -> dict[str, 
     cleared = len(session.permissions.grants)
     session.permissions.clear_grants()
     return {"sessionId": session.id, "cleared": cleared}
+
+
+@command("agent.remember", "RememberParams")
+async def cmd_remember(ls: AgentServer, params: RememberParams) -> dict[str, Any]:
+    """Append one line to the project's memory; it shows from the next ask."""
+    from agent_ls.agent.memory import remember
+
+    try:
+        path, line = await asyncio.to_thread(remember, ls.roots()[0], params.text)
+    except ValueError as exc:
+        raise JsonRpcInvalidParams(f"agent.remember: {exc}") from None
+    return {"path": str(path), "line": line}
+
+
+@command("agent.undo", "SessionParams")
+async def cmd_undo(ls: AgentServer, params: SessionParams) -> dict[str, Any]:
+    """Revert what the session's last run applied, as one previewed edit."""
+    from agent_ls.agent.undo import plan_undo
+    from agent_ls.edits import apply_hunks
+    from agent_ls.lsp.port import LspEditorPort, can_delete_files
+    from agent_ls.ports.editor import EditProposal
+
+    session = ls.session(params.session_id, create=False)
+    if session.id in ls.service.running():
+        raise JsonRpcException(
+            f"session {session.id} is running; cancel it or wait before undoing", REQUEST_FAILED
+        )
+    plan = plan_undo(session.journal, ls.current_text)
+    skipped = [{"path": str(p), "reason": r} for p, r in plan.skipped]
+    proposals = [
+        EditProposal(
+            path=f.path,
+            old_text=f.current,
+            new_text=apply_hunks(f.current, f.hunks),
+            hunks=f.hunks,
+            version=f.version,
+            label=f"agent-ls: undo the last run in {ls.display_path(f.path)}",
+        )
+        for f in plan.files
+        if not f.delete
+    ]
+    deletes = [
+        (f.path, f"agent-ls: the last run created {ls.display_path(f.path)}")
+        for f in plan.files
+        if f.delete
+    ]
+    if deletes and not can_delete_files(ls.client_capabilities):
+        skipped += [
+            {
+                "path": str(p),
+                "reason": "the run created it; this editor cannot delete files "
+                "through the server, delete it yourself",
+            }
+            for p, _label in deletes
+        ]
+        deletes = []
+    reverted: list[str] = []
+    if proposals or deletes:
+        shown = ", ".join(ls.display_path(p.path) for p in proposals)
+        summary = f"Undo the last run's changes to {shown or 'no file'}?" + (
+            f" And delete {', '.join(ls.display_path(p) for p, _ in deletes)}?" if deletes else ""
+        )
+        port = LspEditorPort(ls, session.id, None)
+        outcomes, deleted = await port.propose_undo(proposals, deletes, summary)
+        for proposal, outcome in zip(proposals, outcomes, strict=True):
+            path = str(proposal.path)
+            if outcome.status in ("applied", "partial"):
+                reverted.append(path)
+            if outcome.status == "partial":
+                left = [str(i + 1) for i in range(len(proposal.hunks)) if i not in outcome.landed]
+                skipped.append(
+                    {
+                        "path": path,
+                        "reason": f"hunk(s) {', '.join(left)} not accepted in the preview",
+                    }
+                )
+            elif outcome.status not in ("applied", "unconfirmed"):
+                reason = "not accepted in the preview"
+                if outcome.status == "failed":
+                    reason = outcome.reason or "the editor did not apply it"
+                skipped.append({"path": path, "reason": reason})
+        for (path_, _label), gone in zip(deletes, deleted, strict=True):
+            if gone:
+                reverted.append(str(path_))
+            else:
+                skipped.append(
+                    {"path": str(path_), "reason": "deletion not accepted in the preview"}
+                )
+        if reverted:
+            session.journal.clear()  # undone: a second undo has nothing left to revert
+            await asyncio.to_thread(session.save_journal)
+    return {"sessionId": session.id, "reverted": reverted, "skipped": skipped}
 
 
 @server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)

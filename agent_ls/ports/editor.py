@@ -112,3 +112,7 @@ class EditorPort(Protocol):
     def progress(self, message: str, percentage: int | None = None) -> None:
         """Report the current step of the run in progress."""
         ...
+
+    def log(self, message: str) -> None:
+        """A warning for the editor's log (``window/logMessage``): the run goes on."""
+        ...

@@ -15,6 +15,9 @@ equality, never as a pattern (a granted ``rm *.tmp`` does not allow ``rm a.tmp``
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -33,6 +36,26 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from agent_ls.ports.editor import EditorPort
+
+# The PreToolUse hook that said "allow" for the tool call running in this task (None: none
+# did). Set around each tool call by the loop, so a nested call (a sub-agent's) sets its own.
+_HOOK_ALLOW: ContextVar[str | None] = ContextVar("agent_ls_hook_allow", default=None)
+
+
+@contextlib.contextmanager
+def hook_allowance(hook: str | None) -> Iterator[None]:
+    """Within this block, questions are answered "Allow" on behalf of ``hook`` (if any)."""
+    token = _HOOK_ALLOW.set(hook)
+    try:
+        yield
+    finally:
+        _HOOK_ALLOW.reset(token)
+
+
+def allowed_by_hook() -> str | None:
+    """The hook whose "allow" skips the questions of the running tool call, if any."""
+    return _HOOK_ALLOW.get()
+
 
 @dataclass(slots=True)
 class Permissions:
@@ -115,8 +138,17 @@ class Permissions:
     def clear_grants(self) -> None:
         self.grants.clear()
 
-    async def ask(self, port: EditorPort, message: str, grant: str | None) -> bool:
-        """Ask the user; remember ``grant`` when they allow it for the session."""
+    async def ask(
+        self, port: EditorPort, message: str, grant: str | None, *, rule_asks: bool = False
+    ) -> bool:
+        """Ask the user; remember ``grant`` when they allow it for the session.
+
+        This is the one place a permission question is asked, after deny rules and classifier
+        denies have had their say. A PreToolUse hook's "allow" answers it without asking
+        (nothing is granted), except where an ask rule of the user asks (``rule_asks``).
+        """
+        if not rule_asks and allowed_by_hook() is not None:
+            return True
         decision = await port.confirm(ConfirmRequest(message=message, grant=grant))
         if decision is Decision.ALLOW_SESSION and grant:
             self.grant(grant)

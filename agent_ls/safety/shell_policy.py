@@ -467,7 +467,7 @@ async def _authorize(
                 "\nIf allowed, it runs in the sandbox with network access (files outside the "
                 "workspace stay read-only)."
             )
-        if not await perms.ask(ctx.port, message, grant=grant):
+        if not await perms.ask(ctx.port, message, grant=grant, rule_asks=rule_ask):
             return f"The user denied `{part.text}`; the command was not run."
         answered.update(around + targets)
         answered.update(f"{words}: {r}" for r in own)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from agent_ls.safety.paths import is_secret_like, path_problem, sensitive_reason
 from agent_ls.safety.rules import Rule
+from agent_ls.settings import memory_file
 from agent_ls.tools.base import ToolContext
 
 OUTSIDE = "it is outside the workspace folders"
@@ -23,6 +24,9 @@ async def authorize_path(ctx: ToolContext, tool: str, path: Path, *, write: bool
     in the prompt or an allow rule opens it), writing a sensitive path (``.git/``, ``.env*``,
     keys, shell start-up files, the agent's own settings and instructions), and reading a file
     that looks like a secret (unless the user named it). An ask rule asks every time.
+
+    The project's memory file (``MEMORY.md`` in the data dir) is read and written without a
+    question (deny and ask rules still apply).
 
     An allow rule opens paths outside the workspace; it opens sensitive and secret-looking
     files only when it names them (``.env*``, ``.git/**``, ``config/.env``), not when it is
@@ -42,6 +46,8 @@ async def authorize_path(ctx: ToolContext, tool: str, path: Path, *, write: bool
         )
     if perms.mode == "bypassPermissions":
         return None
+    if real == memory_file(ctx.workspace.root) and not (match and match.verdict == "ask"):
+        return None  # the project's memory: the agent keeps its notes without a question
     named = real in ctx.named_paths or path in ctx.named_paths
     readable = not write and any(real.is_relative_to(f) for f in ctx.readable_paths)
     sticky: list[str] = []  # only an exact grant or rule for this very path clears these
@@ -75,7 +81,8 @@ async def authorize_path(ctx: ToolContext, tool: str, path: Path, *, write: bool
         )
     else:
         lines.append("This can only be allowed once: a permission rule asks for it every time.")
-    if await perms.ask(ctx.port, "\n".join(lines), grant=grant):
+    rule_asks = bool(match and match.verdict == "ask")
+    if await perms.ask(ctx.port, "\n".join(lines), grant=grant, rule_asks=rule_asks):
         return None
     action = "writing" if write else "reading"
     return f"The user did not allow {action} {shown}. Do not try again without asking."

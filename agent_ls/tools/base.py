@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from agent_ls.ports.editor import EditorPort
     from agent_ls.safety.permissions import Permissions
     from agent_ls.settings import Settings
-    from agent_ls.workspace import ReadState, Workspace
+    from agent_ls.workspace import EditJournal, ReadState, Workspace
 
 RESULT_CHAR_CAP = 30_000
 
@@ -61,6 +61,7 @@ class ToolContext:
     named_paths: set[Path] = field(default_factory=set)  # paths the user named in the prompt
     readable_paths: set[Path] = field(default_factory=set)  # folders always readable
     subagents: SubagentRunner | None = None  # the ``task`` tool's runner; None in sub-agents
+    journal: EditJournal | None = None  # records what edits landed (for agent.undo)
 
     def stream(self, text: str) -> None:
         """Stream partial output of the running tool to the editor."""

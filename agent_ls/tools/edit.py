@@ -11,6 +11,8 @@ from agent_ls.edits import EditError, hunks_diff, plan_replacement, plan_write
 from agent_ls.ports import updates
 from agent_ls.ports.editor import EditOutcome, EditProposal, Hunk
 from agent_ls.ports.updates import Location, ToolCallContent
+from agent_ls.safety.permissions import allowed_by_hook
+from agent_ls.settings import memory_file
 from agent_ls.tools import diagnostics
 from agent_ls.tools.access import authorize_path
 from agent_ls.tools.base import Tool, ToolContext, ToolResult
@@ -64,7 +66,10 @@ async def _propose(
     shown = ctx.workspace.display(path)
     display = _diff_display(path, shown, old_text, new_text, hunks)
     ctx.port.update(ctx.session_id, updates.tool_call_update(ctx.tool_call_id, content=display))
-    accept = ctx.permissions.mode in ("acceptEdits", "bypassPermissions")
+    # A PreToolUse hook's "allow" skips the preview's question as it skips the others.
+    accept = ctx.permissions.mode in ("acceptEdits", "bypassPermissions") or bool(
+        allowed_by_hook()
+    )
     proposal = EditProposal(
         path=path,
         old_text=old_text,
@@ -74,6 +79,10 @@ async def _propose(
         label=f"agent: {tool} {shown}",
         needs_confirmation=not accept,
     )
+    if is_memory(ctx, path) and ctx.port.open_buffer(path) is None:
+        # The agent's own notes, outside the workspace: written without a question.
+        outcome = await asyncio.to_thread(_write_memory, path, new_text)
+        return _report(ctx, path, shown, proposal, outcome)
     before = await diagnostics.snapshot(ctx, path)
     outcome = await ctx.port.propose_edit(proposal)
     result = _report(ctx, path, shown, proposal, outcome)
@@ -96,6 +105,14 @@ def _report(
     total = len(proposal.hunks)
     if outcome.final_text is not None:
         ctx.read_state.record_text(path, outcome.final_text, outcome.final_version)
+    if ctx.journal is not None and outcome.status in ("applied", "partial", "unconfirmed"):
+        # "unconfirmed": the editor applied it but still shows the old text: the new one is
+        # what will be there.
+        landed = outcome.final_text
+        if outcome.status == "unconfirmed" or landed is None:
+            landed = proposal.new_text
+        if landed != proposal.old_text:
+            ctx.journal.record(path, proposal.old_text, landed)
     if outcome.status == "applied":
         ctx.edited_paths.add(path)
         verb = "Created" if proposal.old_text is None else "Edited"
@@ -133,6 +150,26 @@ def _report(
         is_error=True,
         raw_output={"status": "failed", "reason": outcome.reason},
     )
+
+
+def is_memory(ctx: ToolContext, path: Path) -> bool:
+    """Whether ``path`` is the project's memory file (``MEMORY.md`` in the data dir)."""
+    return path.resolve() == memory_file(ctx.workspace.root)
+
+
+def _write_memory(path: Path, text: str) -> EditOutcome:
+    import os
+    import tempfile
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".MEMORY.", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        return EditOutcome("failed", reason=str(exc))
+    return EditOutcome("applied", final_text=text)
 
 
 class EditFile(Tool[EditFileInput]):

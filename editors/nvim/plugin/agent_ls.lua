@@ -62,6 +62,14 @@ cmd('AgentClearGrants', function()
   agent().clear_grants()
 end, { desc = 'agent-ls: forget what was allowed for this session' })
 
+cmd('AgentRemember', function(o)
+  agent().remember(o.args)
+end, { nargs = '*', desc = "agent-ls: add a line to the project's memory" })
+
+cmd('AgentUndo', function()
+  agent().undo()
+end, { desc = "agent-ls: revert what the agent's last run changed" })
+
 cmd('AgentChat', function()
   agent()
   require('agent_ls.chat').toggle()

@@ -480,6 +480,36 @@ export class Agent implements vscode.Disposable {
     }
   }
 
+  async remember(): Promise<void> {
+    const text = await vscode.window.showInputBox({
+      prompt: "A note for the project's memory (the agent reads it from the next ask)",
+      placeHolder: 'e.g. run the tests with make check',
+    });
+    if (!text?.trim()) {
+      return;
+    }
+    const r = await this.command<{ path: string; line: string }>('agent.remember', { text });
+    if (r) {
+      void vscode.window.showInformationMessage(`agent-ls: remembered "${text.trim()}"`, { detail: r.path, modal: false });
+    }
+  }
+
+  async undo(): Promise<void> {
+    const r = await this.command<{ reverted: string[]; skipped: { path: string; reason: string }[] }>('agent.undo');
+    if (!r) {
+      return;
+    }
+    const lines = [
+      ...r.reverted.map((p) => `reverted ${vscode.workspace.asRelativePath(p)}`),
+      ...r.skipped.map((s) => `left ${vscode.workspace.asRelativePath(s.path)}: ${s.reason}`),
+    ];
+    this.chat.post({ type: 'note', text: lines.length ? `Undo: ${lines.join(' · ')}` : 'Undo: nothing to undo' });
+    void vscode.window.showInformationMessage(
+      lines.length ? `agent-ls: undo — ${r.reverted.length} file(s) reverted, ${r.skipped.length} left` : 'agent-ls: nothing to undo',
+      { detail: lines.join('\n'), modal: false },
+    );
+  }
+
   async setApiKey(): Promise<void> {
     const provider = await vscode.window.showQuickPick(
       [
@@ -561,6 +591,8 @@ export async function activate(ctx: vscode.ExtensionContext): Promise<Agent> {
     vscode.commands.registerCommand('agentLs.setApiKey', () => a.setApiKey()),
     vscode.commands.registerCommand('agentLs.showChat', () => a.chat.reveal()),
     vscode.commands.registerCommand('agentLs.clearGrants', () => a.clearGrants()),
+    vscode.commands.registerCommand('agentLs.remember', () => a.remember()),
+    vscode.commands.registerCommand('agentLs.undo', () => a.undo()),
     vscode.commands.registerCommand('agentLs.restart', () => a.restart()),
     vscode.workspace.onDidChangeConfiguration((e) => a.settingsChanged(e)),
   );

@@ -632,6 +632,42 @@ function M.clear_grants()
   end)
 end
 
+--- Append a line to the project's memory (it shows from the next ask).
+function M.remember(text)
+  text = vim.trim(text or '')
+  if text == '' then
+    text = vim.trim(vim.fn.input('Remember: '))
+  end
+  if text == '' then
+    return
+  end
+  M.exec('agent.remember', { text = text }, function(err, r)
+    if err then
+      util.notify('remember: ' .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
+    elseif r then
+      util.notify(('remembered in %s: %s'):format(r.path or '?', r.line or text))
+    end
+  end)
+end
+
+--- Revert what the session's last run applied (the editor previews it like an edit).
+function M.undo()
+  M.exec('agent.undo', nil, function(err, r)
+    if err then
+      util.notify('undo: ' .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
+      return
+    end
+    local lines = {}
+    for _, path in ipairs(r.reverted or {}) do
+      lines[#lines + 1] = 'reverted ' .. path
+    end
+    for _, skip in ipairs(r.skipped or {}) do
+      lines[#lines + 1] = ('left %s: %s'):format(skip.path or '?', skip.reason or '')
+    end
+    util.notify(#lines > 0 and table.concat(lines, '\n') or 'nothing to undo')
+  end)
+end
+
 --- A short status for a statusline or winbar: mode, running state, tokens, cost.
 function M.statusline()
   local s = chat.state

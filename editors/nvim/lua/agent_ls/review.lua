@@ -104,6 +104,7 @@ function M.prepare(wedit, enc, label)
     return by_uri[uri]
   end
   local confirm = false
+  local deletes = {}
   local function note_annotation(id)
     local a = id and annotations[id]
     if a and a.needsConfirmation then
@@ -118,6 +119,9 @@ function M.prepare(wedit, enc, label)
         doc.create = true
         doc.create_options = change.options
         note_annotation(change.annotationId)
+      elseif change.kind == 'delete' then
+        -- agent.undo offers to delete a file the agent's run created
+        deletes[#deletes + 1] = vim.uri_to_fname(change.uri)
       elseif change.kind then
         error(('agent-ls review does not support the resource operation %q'):format(change.kind))
       else
@@ -131,7 +135,7 @@ function M.prepare(wedit, enc, label)
       vim.list_extend(doc_for(uri).edits, edits)
     end
   end
-  local review = { label = label, enc = enc, docs = docs, hunks = {}, confirm = confirm }
+  local review = { label = label, enc = enc, docs = docs, hunks = {}, confirm = confirm, deletes = deletes }
   for _, doc in ipairs(docs) do
     doc.fname = vim.uri_to_fname(doc.uri)
     local lines = {}
@@ -172,8 +176,25 @@ end
 -- -- applying ------------------------------------------------------------------------------
 
 --- Apply the accepted hunks; return the ApplyWorkspaceEditResult.
+--- Delete the files a review offers to delete, each after a yes from the user.
+local function apply_deletes(review)
+  local deleted = 0
+  for _, fname in ipairs(review.deletes or {}) do
+    local choice = vim.fn.confirm(('agent-ls: delete %s (the agent created it)?'):format(util.short(fname)),
+      '&Delete\n&Keep', 2)
+    if choice == 1 and os.remove(fname) then
+      local bufnr = vim.fn.bufnr(fname)
+      if bufnr > 0 then
+        pcall(vim.api.nvim_buf_delete, bufnr, { force = true })
+      end
+      deleted = deleted + 1
+    end
+  end
+  return deleted
+end
+
 function M.apply(review)
-  local applied, failures, accepted_total = 0, {}, 0
+  local applied, failures, accepted_total = 0, {}, apply_deletes(review)
   for _, doc in ipairs(review.docs) do
     local accepted = {}
     for _, h in ipairs(review.hunks) do
@@ -206,7 +227,7 @@ function M.apply(review)
     end
   end
   review.applied = applied
-  if applied > 0 then
+  if applied > 0 or accepted_total > 0 and #failures == 0 then
     return { applied = true }
   end
   if #failures > 0 then
@@ -589,10 +610,13 @@ function M.handler(_, params, ctx)
     for _, h in ipairs(review.hunks) do
       h.status = 'accepted'
     end
-    if #review.hunks == 0 then
+    if #review.hunks == 0 and #review.deletes == 0 then
       return { applied = true }
     end
     return M.apply(review)
+  end
+  if #review.hunks == 0 then
+    return M.apply(review) -- only deletions: each is its own question
   end
   local co, is_main = coroutine.running()
   if not co or is_main then
