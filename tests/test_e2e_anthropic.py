@@ -18,6 +18,7 @@ from tests.fakeapi import FakeAPI, Fault, Turn, TurnUsage
 def api() -> Iterator[Any]:
     with FakeAPI() as fake:
         yield fake
+    assert not fake.rejections, "the real API would have refused these requests"
 
 
 def env_for(api: Any) -> dict[str, str]:

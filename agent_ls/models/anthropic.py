@@ -46,6 +46,9 @@ _FATAL_ERROR_TYPES = {
 }
 
 
+MIN_THINKING_BUDGET = 1024
+
+
 def _cache() -> dict[str, str]:
     return {"type": "ephemeral"}
 
@@ -92,8 +95,9 @@ class AnthropicModel(SdkModel["anthropic.AsyncAnthropic"]):
             ]
             tools[-1]["cache_control"] = _cache()
             params["tools"] = tools
-        if request.thinking_budget:
-            budget = max(1024, min(request.thinking_budget, request.max_tokens - 1))
+        # The API wants 1024 <= budget_tokens < max_tokens: below that, no room to think.
+        if request.thinking_budget and request.max_tokens > MIN_THINKING_BUDGET:
+            budget = max(MIN_THINKING_BUDGET, min(request.thinking_budget, request.max_tokens - 1))
             params["thinking"] = {"type": "enabled", "budget_tokens": budget}
         return params
 
