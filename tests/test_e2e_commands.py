@@ -198,9 +198,10 @@ async def test_second_ask_while_running_is_refused_clearly(workspace: Path) -> N
                 break
         with pytest.raises(JsonRpcException) as caught:
             await ed.ask("again")
-        assert "already running" in str(caught.value)
         await ed.command("agent.cancel", {})
         assert (await asyncio.wait_for(first, 5))["stopReason"] == "cancelled"
+        assert "already running" in str(caught.value)
+        assert caught.value.code == -32803  # RequestFailed, as docs/protocol.md says
 
 
 async def test_diagnostics_from_the_editor_and_when_unsupported(workspace: Path) -> None:
