@@ -16,7 +16,7 @@ function M.check()
   end
   local cmd = agent.server_cmd(agent.root(vim.api.nvim_get_current_buf()))
   if not cmd then
-    health.error('cannot find the server', { 'pip install agent-ls', "or setup({ cmd = { 'agent-ls', 'serve' } })" })
+    health.error('cannot find the server', { 'pip install . (in a clone of agent-ls)', "or setup({ cmd = { 'agent-ls', 'serve' } })" })
   elseif vim.fn.executable(cmd[1]) == 1 then
     health.ok('server: ' .. table.concat(cmd, ' '))
   else

@@ -272,7 +272,7 @@ function M.attach(bufnr)
   if not cfg.cmd then
     if not warned then
       warned = true
-      util.notify('cannot find `agent-ls`: install it (pip install agent-ls) or set `cmd` in setup()',
+      util.notify('cannot find `agent-ls`: install it from a clone (pip install . in it) or set `cmd` in setup()',
         vim.log.levels.ERROR)
     end
     return nil
