@@ -97,10 +97,12 @@ def ref_apply(
 ) -> str:
     """Apply LSP text edits (ranges over the original text) the way an editor does."""
     lines = ref_lines(text)
-    spans = sorted(
+    # Stable, by position only: inserts at one place keep the array's order (LSP), whatever text.
+    offsets = [
         (ref_offset(text, *start, encoding, lines), ref_offset(text, *end, encoding, lines), new)
         for start, end, new in edits
-    )
+    ]
+    spans = sorted(offsets, key=lambda span: span[:2])
     out, cursor = [], 0
     for start, end, new in spans:
         assert cursor <= start <= end, "edits overlap"
