@@ -36,3 +36,6 @@ def test_quick_bench_run_writes_every_benchmark(tmp_path: Path) -> None:
             assert row["bench"] == name
             assert {"metric", "value", "baseline", "ratio", "target", "ok"} <= set(row)
     assert "| benchmark |" in proc.stdout
+    # bench/README.md: the edit benchmark is bench/bench_edits.py, measured, not a skipped row.
+    edit_rows = results["benchmarks"]["edit"]["rows"]
+    assert edit_rows and not any(row["skipped"] for row in edit_rows), edit_rows

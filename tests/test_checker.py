@@ -45,6 +45,7 @@ def test_parse_output_reads_common_checker_formats(tmp_path: Path) -> None:
 def api() -> Iterator[Any]:
     with FakeAPI() as fake:
         yield fake
+    assert not fake.rejections, "the real API would have refused these requests"
 
 
 def test_run_with_a_checker_tells_the_model_what_an_edit_broke(workspace: Path, api: Any) -> None:

@@ -20,6 +20,7 @@ from tests.fakeapi import FakeAPI, Turn
 def api() -> Iterator[Any]:
     with FakeAPI() as fake:
         yield fake
+    assert not fake.rejections, "the real API would have refused these requests"
 
 
 def env_for(api: Any, config_dir: Path) -> dict[str, str]:

@@ -18,6 +18,7 @@ from tests.fakeapi import FakeAPI, Fault, Turn, TurnUsage
 def api() -> Iterator[Any]:
     with FakeAPI() as fake:
         yield fake
+    assert not fake.rejections, "the real API would have refused these requests"
 
 
 def env_for(api: Any) -> dict[str, str]:
@@ -168,3 +169,77 @@ async def test_cancel_while_the_model_client_is_starting(workspace: Path, api: A
         messages = [r.message for r in ed.client.progress_reports["w-1"] if r.kind != "end"]
         assert "starting model client" in messages
     assert api.requests == []
+
+
+def result_text(block: dict[str, Any]) -> str:
+    content = block["content"]
+    return content if isinstance(content, str) else "".join(c["text"] for c in content)
+
+
+def diagnostic(line: int, col: int, message: str, severity: int, **tags: str) -> dict[str, Any]:
+    span = {"start": {"line": line, "character": col}, "end": {"line": line, "character": col + 5}}
+    return {"range": span, "message": message, "severity": severity, **tags}
+
+
+async def test_what_get_diagnostics_tells_the_model(workspace: Path, api: Any) -> None:
+    api.enqueue(
+        Turn(tool_uses=[("get_diagnostics", {"file_path": "app.py"})]),
+        Turn(text="Two problems."),
+        Turn(tool_uses=[("get_diagnostics", {})]),
+        Turn(text="No diagnostics here."),
+    )
+    async with editor(workspace, env=env_for(api)) as ed:
+        ed.open("app.py")
+        ed.diagnostics_provider = lambda uri: [
+            {
+                "uri": uri,
+                "diagnostics": [
+                    diagnostic(4, 0, "print is discouraged", 2, source="lint", code="T201"),
+                    diagnostic(1, 4, "name\n  is undefined", 1),
+                ],
+            }
+        ]
+        assert (await ed.ask("any problems?"))["stopReason"] == "end_turn"
+        ed.diagnostics_provider = None  # this editor cannot answer agent/getDiagnostics
+        assert (await ed.ask("and now?"))["stopReason"] == "end_turn"
+    bodies = [r.body for r in api.requests]
+    seen = tool_results(bodies[1])[-1]
+    assert result_text(seen) == (
+        "app.py:5:1: warning [lint T201] print is discouraged\n"
+        "app.py:2:5: error name   is undefined"
+    )
+    assert not seen.get("is_error")
+    unsupported = tool_results(bodies[3])[-1]
+    assert unsupported["is_error"] is True
+    text = result_text(unsupported)
+    assert text.startswith("Diagnostics are not available in this editor"), text
+    assert "run_shell" in text
+
+
+async def test_what_the_post_edit_check_tells_the_model(workspace: Path, api: Any) -> None:
+    """The editor's diagnostics before and after an edit: the model reads what it introduced and
+    how many it fixed, in the edit's tool result."""
+    api.enqueue(
+        Turn(tool_uses=[("read_file", {"file_path": "app.py"})]),
+        Turn(
+            tool_uses=[
+                ("edit_file", {"file_path": "app.py", "old_string": "Hello ", "new_string": "Hi "})
+            ]
+        ),
+        Turn(text="Edited."),
+    )
+    formal = diagnostic(1, 11, "too formal", 2, source="tone", code="T1")
+    curt = diagnostic(1, 11, "too curt", 1, source="tone", code="T2")
+    async with editor(workspace, env=env_for(api)) as ed:
+        ed.open("app.py")
+        ed.diagnostics_provider = lambda uri: [
+            {"uri": uri, "diagnostics": [curt if "Hi " in ed.text("app.py") else formal]}
+        ]
+        assert (await ed.ask("be brief"))["stopReason"] == "end_turn"
+    edit_result = tool_results(api.requests[2].body)[-1]
+    assert result_text(edit_result) == (
+        "Edited app.py (1 hunk applied).\n\n"
+        "New problems the editor reports after this edit:\n"
+        "  app.py:2:12: error [tone T2] too curt\n"
+        "Fixed by this edit: 1 problem(s) in app.py."
+    )

@@ -13,6 +13,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcRequestCancelled
 
 from tests.editor_sim import editor
+from tests.rawclient import RawClient
 
 SLOW_SCRIPT = {
     "chunk_size": 2,
@@ -21,39 +22,63 @@ SLOW_SCRIPT = {
 }
 
 
-async def test_code_action_offers_fix_with_agent(workspace: Path) -> None:
-    async with editor(workspace, script={"turns": []}) as ed:
-        doc = ed.open("app.py")
-        diagnostic = types.Diagnostic(
-            range=types.Range(
-                start=types.Position(line=1, character=11),
-                end=types.Position(line=1, character=19),
-            ),
-            message='"Hello " is not an f-string',
-            source="lint",
-            code="F001",
+def test_code_action_is_a_quickfix_whose_command_runs_agent_fix(workspace: Path) -> None:
+    """Read raw off the wire (lsprotocol mis-structures CodeAction-with-command as Command, see
+    BRIEF-stack): the kind, the diagnostics it fixes and the command's arguments, which
+    ``agent.fix`` then accepts as they are."""
+    script = workspace.parent / "fix-script.json"
+    script.write_text(json.dumps({"turns": [{"text": "Looked at it."}]}), encoding="utf-8")
+    client = RawClient(workspace, env={"AGENT_LS_MODEL": f"script:{script}"})
+    try:
+        client.initialize(workspace)
+        uri = (workspace / "app.py").resolve().as_uri()
+        text = (workspace / "app.py").read_text(encoding="utf-8")
+        client.send(
+            {
+                "jsonrpc": "2.0",
+                "method": "textDocument/didOpen",
+                "params": {
+                    "textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}
+                },
+            }
         )
-        actions = await ed.client.text_document_code_action_async(
-            types.CodeActionParams(
-                text_document=types.TextDocumentIdentifier(uri=ed.uri("app.py")),
-                range=diagnostic.range,
-                context=types.CodeActionContext(diagnostics=[diagnostic]),
-            )
+        span = {"start": {"line": 1, "character": 11}, "end": {"line": 1, "character": 19}}
+        cursor = {"start": {"line": 1, "character": 14}, "end": {"line": 1, "character": 14}}
+        diagnostic = {
+            "range": span,
+            "message": '"Hello " is not an f-string',
+            "severity": 2,
+            "code": "F001",
+            "source": "lint",
+        }
+
+        def code_actions(diagnostics: list[dict[str, Any]]) -> Any:
+            params = {
+                "textDocument": {"uri": uri},
+                "range": cursor,
+                "context": {"diagnostics": diagnostics},
+            }
+            return client.request("textDocument/codeAction", params)["result"]
+
+        assert not code_actions([])
+        actions = code_actions([diagnostic])
+        assert len(actions) == 1
+        action = actions[0]
+        assert action["title"] == 'Fix with agent: "Hello " is not an f-string'
+        assert action["kind"] == "quickfix"
+        assert action["diagnostics"] == [diagnostic]
+        assert action["command"]["command"] == "agent.fix"
+        assert action["command"]["arguments"] == [
+            {"uri": uri, "range": cursor, "diagnostics": [diagnostic]}
+        ]
+        ran = client.request(
+            "workspace/executeCommand",
+            {"command": "agent.fix", "arguments": action["command"]["arguments"]},
         )
-        none = await ed.client.text_document_code_action_async(
-            types.CodeActionParams(
-                text_document=types.TextDocumentIdentifier(uri=ed.uri("app.py")),
-                range=diagnostic.range,
-                context=types.CodeActionContext(diagnostics=[]),
-            )
-        )
-    assert doc.version == 1
-    assert not none
-    assert actions is not None and len(actions) == 1
-    action = actions[0]
-    # lsprotocol mis-structures CodeAction-with-command as Command (see BRIEF-stack); accept both.
-    title = action.title
-    assert title.startswith("Fix with agent:") and "not an f-string" in title
+        assert ran["result"]["stopReason"] == "end_turn", ran
+        assert ran["result"]["text"] == "Looked at it."
+    finally:
+        client.close()
 
 
 async def test_fix_sends_the_diagnostic_and_the_fix_lands(workspace: Path) -> None:
@@ -174,9 +199,10 @@ async def test_second_ask_while_running_is_refused_clearly(workspace: Path) -> N
                 break
         with pytest.raises(JsonRpcException) as caught:
             await ed.ask("again")
-        assert "already running" in str(caught.value)
         await ed.command("agent.cancel", {})
         assert (await asyncio.wait_for(first, 5))["stopReason"] == "cancelled"
+        assert "already running" in str(caught.value)
+        assert caught.value.code == -32803  # RequestFailed, as docs/protocol.md says
 
 
 async def test_diagnostics_from_the_editor_and_when_unsupported(workspace: Path) -> None:

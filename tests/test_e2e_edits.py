@@ -59,17 +59,6 @@ def profile(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-async def test_emoji_before_the_edit_point(workspace: Path, profile: str) -> None:
-    (workspace / "e.py").write_text('s = "🎉🎉 café 日本"; x = 1\n', encoding="utf-8")
-    script = read_then_edit("e.py", "x = 1", "x = 2")
-    async with editor(workspace, script=script, capabilities=PROFILES[profile]) as ed:
-        ed.open("e.py")
-        approve(ed, profile)
-        await ed.ask("bump x")
-        assert ed.text("e.py") == 's = "🎉🎉 café 日本"; x = 2\n'
-        assert results(ed)[-1]["rawOutput"]["status"] == "applied"
-
-
 async def test_crlf_file_keeps_crlf(workspace: Path, profile: str) -> None:
     (workspace / "w.txt").write_bytes(b"one\r\ntwo\r\nthree\r\n")
     script = read_then_edit("w.txt", "one\ntwo", "one\n2")
@@ -78,6 +67,43 @@ async def test_crlf_file_keeps_crlf(workspace: Path, profile: str) -> None:
         approve(ed, profile)
         await ed.ask("edit")
         assert ed.text("w.txt") == "one\r\n2\r\nthree\r\n"
+
+
+MIXED = 'title = "🎉 派对"\r\nname = "日本語"; x = 1\r\n# 🎉🎉 x = 1 again\r\nend = "x = 1"'
+
+
+@pytest.mark.parametrize("where", ["buffer", "disk"])
+async def test_astral_cjk_and_crlf_in_every_encoding(
+    workspace: Path, profile: str, where: str
+) -> None:
+    """Several hunks after emoji (two UTF-16 units, four UTF-8 bytes) and CJK (three UTF-8
+    bytes) on CRLF lines, the last without an ending; a multi-line replacement takes CRLF."""
+    (workspace / "mixed.py").write_bytes(MIXED.encode("utf-8"))
+    turns = [
+        {"tool_calls": [{"name": "read_file", "input": {"file_path": "mixed.py"}}]},
+        *(
+            {"tool_calls": [{"name": "edit_file", "input": {"file_path": "mixed.py", **edit}}]}
+            for edit in (
+                {"old_string": "x = 1", "new_string": "x = 22", "replace_all": True},
+                {"old_string": '語"; ', "new_string": '語";\nzh = "中文"; '},
+                {"old_string": "派对", "new_string": "🎂"},
+            )
+        ),
+        {"text": "done"},
+    ]
+    async with editor(workspace, script={"turns": turns}, capabilities=PROFILES[profile]) as ed:
+        if where == "buffer":
+            ed.open("mixed.py")
+        if profile != "vscode":
+            ed.answers = ["Apply"] * 3
+        await ed.ask("edit")
+        outcomes = [r["rawOutput"] for r in results(ed)]
+        assert [o if isinstance(o, str) else o["status"] for o in outcomes[1:]] == ["applied"] * 3
+        assert ed.text("mixed.py") == (
+            'title = "🎉 🎂"\r\nname = "日本語";\r\nzh = "中文"; x = 22\r\n'
+            '# 🎉🎉 x = 22 again\r\nend = "x = 22"'
+        )
+        assert ed.encoding == ("utf-8" if profile == "neovim" else "utf-16")
 
 
 async def test_unsaved_buffer_is_what_the_agent_reads(workspace: Path, profile: str) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import os
 
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from agent_ls.edits import (
@@ -97,10 +97,12 @@ def ref_apply(
 ) -> str:
     """Apply LSP text edits (ranges over the original text) the way an editor does."""
     lines = ref_lines(text)
-    spans = sorted(
+    # Stable, by position only: inserts at one place keep the array's order (LSP), whatever text.
+    offsets = [
         (ref_offset(text, *start, encoding, lines), ref_offset(text, *end, encoding, lines), new)
         for start, end, new in edits
-    )
+    ]
+    spans = sorted(offsets, key=lambda span: span[:2])
     out, cursor = [], 0
     for start, end, new in spans:
         assert cursor <= start <= end, "edits overlap"
@@ -194,6 +196,7 @@ def test_offset_and_position_round_trip_and_match_the_reference(
 
 @PROPERTY
 @given(texts, st.integers(0, 10**6), st.integers(1, 12), small_texts, st.booleans())
+@example("\r\r", 0, 1, "_\r\ra", True)  # two inserts at one place: their order is the array's
 def test_plan_replacement_lands_exactly_and_keeps_line_endings(
     text: str, at: int, length: int, new: str, replace_all: bool
 ) -> None:

@@ -73,6 +73,7 @@ STATUS_TABLE: dict[int, tuple[bool, str, str]] = {
 def server() -> Iterator[FakeAPI]:
     with FakeAPI() as fake:
         yield fake
+    assert not fake.rejections, "the real API would have refused these requests"
 
 
 @pytest.fixture

@@ -45,6 +45,7 @@ SYSTEM = "You are a careful coding agent."
 def api() -> Iterator[FakeAPI]:
     with FakeAPI() as fake:
         yield fake
+    assert not fake.rejections, "the real API would have refused these requests"
 
 
 @pytest.fixture

@@ -79,17 +79,20 @@ def test_corpus_summary() -> None:
     assert allowed / len(read_only) >= 0.90
 
 
-def test_classify_speed_is_reported() -> None:
+def test_the_shared_parser_keeps_no_state_between_commands() -> None:
+    """One tree-sitter Parser serves every call: a verdict must not depend on what was parsed
+    before it. Classify the corpus forwards, then backwards, timing the second pass."""
     commands = [r["command"] for r in CORPUS]
-    for command in commands[:20]:
-        classify(command)  # warm up
+    forwards = {c: classify(c).to_json() for c in commands}
     times = []
-    for command in commands:
+    backwards = {}
+    for command in reversed(commands):
         start = time.perf_counter()
-        classify(command)
+        backwards[command] = classify(command).to_json()
         times.append(time.perf_counter() - start)
     print(f"\nmedian classify time: {statistics.median(times) * 1e6:.0f} µs per command")
-
+    changed = [c for c in commands if forwards[c] != backwards[c]]
+    assert not changed, f"verdicts changed with the order: {changed[:5]}"
 
 # --------------------------------------------------------------------------- focused cases
 

@@ -39,6 +39,9 @@ DEFAULT_CONTEXT_WINDOW = 200_000
 _STOP_REASONS = {"end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal"}
 
 
+MIN_THINKING_BUDGET = 1024
+
+
 def _cache() -> dict[str, str]:
     return {"type": "ephemeral"}
 
@@ -85,8 +88,9 @@ class AnthropicModel(SdkModel["anthropic.AsyncAnthropic"]):
             ]
             tools[-1]["cache_control"] = _cache()
             params["tools"] = tools
-        if request.thinking_budget:
-            budget = max(1024, min(request.thinking_budget, request.max_tokens - 1))
+        # The API wants 1024 <= budget_tokens < max_tokens: below that, no room to think.
+        if request.thinking_budget and request.max_tokens > MIN_THINKING_BUDGET:
+            budget = max(MIN_THINKING_BUDGET, min(request.thinking_budget, request.max_tokens - 1))
             params["thinking"] = {"type": "enabled", "budget_tokens": budget}
         return params
 

@@ -24,7 +24,12 @@ from tests.editors.helpers import (
     write_script,
 )
 
-APP_PY = 'def greet(name):\n    return "Hello " + name\n\n\nprint(greet("world"))\n'
+# Non-ASCII before the edit on its line (an astral emoji is 2 UTF-16 units, 4 UTF-8 bytes; CJK
+# 3 bytes): eglot's columns and the server's must agree for the edit to land where it should.
+APP_PY = (
+    '# 🎉 日本語\ndef greet(name):\n    s = "👋 こんにちは"; return "Hello " + name\n\n\n'
+    'print(greet("world"))\n'
+)
 
 SCRIPT = {
     "chunk_size": 6,

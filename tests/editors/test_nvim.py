@@ -14,29 +14,39 @@ from typing import Any
 import pytest
 
 from tests.editors.helpers import EDITORS, HERE, isolated_env, run_bounded, server_cmd, write_script
+from tests.fakeapi import FakeAPI, Turn
 
-NAMES_PY = """def foo():
-    return 1
+NAMES_PY = """def foo():  # 🎉 fête
+    return "日本"
 
 
 def unrelated():
     return 2
 
 
-result = foo()
+結果 = foo()  # 🎉
 """
 
 
 def run_nvim(
-    nvim: str, tmp_path: Path, test: str, script: dict[str, Any], *, timeout: float = 60
+    nvim: str,
+    tmp_path: Path,
+    test: str,
+    script: dict[str, Any] | None,
+    *,
+    timeout: float = 60,
+    model_env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
+    """Run one Lua test; the model is ``script`` (the script: provider) or ``model_env``."""
     ws = tmp_path / "ws"
     ws.mkdir(exist_ok=True)
     out = tmp_path / "out.json"
-    model = write_script(tmp_path / "model.json", script)
+    if model_env is None:
+        assert script is not None
+        model_env = {"AGENT_LS_MODEL": write_script(tmp_path / "model.json", script)}
     env = isolated_env(
         tmp_path,
-        AGENT_LS_MODEL=model,
+        **model_env,
         AGENT_LS_PLUGIN_DIR=str(EDITORS / "nvim"),
         AGENT_LS_HARNESS=str(HERE / "nvim" / "harness.lua"),
         AGENT_LS_TEST_WS=str(ws),
@@ -56,7 +66,8 @@ def run_nvim(
         + (log.read_text(errors="replace")[-4000:] if log.exists() else "(none)")
     )
     assert out.exists(), "the test script wrote no result\n" + context
-    data = json.loads(out.read_text())
+    # errors="replace": a position the server got wrong can split a UTF-8 sequence in the buffer
+    data = json.loads(out.read_text(encoding="utf-8", errors="replace"))
     error = data.get("error")
     if error:
         pytest.fail(
@@ -112,18 +123,56 @@ ASK_SCRIPT = {
 PARTIAL = NAMES_PY.replace("def foo", "def bar")
 
 
+def as_fake_turns(script: dict[str, Any]) -> list[Turn]:
+    return [
+        Turn(
+            text=t.get("text"), tool_uses=[(c["name"], c["input"]) for c in t.get("tool_calls", [])]
+        )
+        for t in script["turns"]
+    ]
+
+
+def tool_result_text(body: dict[str, Any], index: int = -1) -> str:
+    blocks = [
+        b
+        for m in body["messages"]
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_result"
+    ]
+    content = blocks[index]["content"]
+    return content if isinstance(content, str) else "".join(c["text"] for c in content)
+
+
 def test_ask_review_accept_one_hunk_reject_other(nvim: str, tmp_path: Path) -> None:
+    """Through the Anthropic SDK and the fake API, so what the model reads is checked too."""
     (tmp_path / "ws").mkdir()
     (tmp_path / "ws" / "names.py").write_text(NAMES_PY, encoding="utf-8")
-    data = run_nvim(nvim, tmp_path, "ask_review.lua", ASK_SCRIPT)
+    with FakeAPI() as api:
+        api.enqueue(*as_fake_turns(ASK_SCRIPT))
+        model_env = {
+            "AGENT_LS_MODEL": "anthropic:claude-test-1",
+            "ANTHROPIC_BASE_URL": api.url,
+            "ANTHROPIC_API_KEY": "test-key",
+        }
+        data = run_nvim(nvim, tmp_path, "ask_review.lua", None, model_env=model_env)
+    assert not api.rejections
     ctx = data["_context"]
+    bodies = [r.body for r in api.requests]
+    assert len(bodies) == len(ASK_SCRIPT["turns"]), ctx
+    # what the model read: the edit's outcome and the editor's diagnostics, as text
+    edit_result = tool_result_text(bodies[2])
+    assert "accepted only part of the edit to names.py: of the 2 hunks" in edit_result, edit_result
+    assert tool_result_text(bodies[4]) == (
+        "names.py:9:1: warning [test-linter] test-linter: result is unused"
+    )
 
     # :'<,'>AgentAsk sent the file and the selected lines
     assert data["ask_name"] == "agent.ask"
     assert data["ask_arg"]["uri"].endswith("/ws/names.py")
     assert data["ask_arg"]["range"] == {
         "start": {"line": 0, "character": 0},
-        "end": {"line": 1, "character": 12},
+        "end": {"line": 1, "character": 19},  # UTF-8 (negotiated): 日 and 本 are 3 bytes each
     }
     assert "names.py, lines 1-2" in data["chat"]
 
@@ -131,11 +180,11 @@ def test_ask_review_accept_one_hunk_reject_other(nvim: str, tmp_path: Path) -> N
     # anything was written
     assert data["hunks"] == 2, ctx
     assert data["inline_virt_lines"] >= 2, ctx
-    assert data["first_virt_line"] == "+ def bar():", ctx
+    assert data["first_virt_line"] == "+ def bar():  # 🎉 fête", ctx
     assert data["buffer_during_review"] == NAMES_PY.splitlines(), ctx
     listing = "\n".join(data["review_list"])
     assert "- def foo():" in listing and "+ def bar():" in listing, listing
-    assert "- result = foo()" in listing and "+ result = bar()" in listing, listing
+    assert "- 結果 = foo()" in listing and "+ 結果 = bar()" in listing, listing
     assert data["pending_after_accept"] == 1
     assert data["review_result"] == {"applied": True}, data["review_result"]
     assert data["review_closed"] is True
@@ -156,8 +205,8 @@ def test_ask_review_accept_one_hunk_reject_other(nvim: str, tmp_path: Path) -> N
     ]
     assert finals[1].get("rawOutput") == {"status": "partial", "landed": [0], "hunks": 2}, finals[1]
     # the shell command ran after the confirmation and saw the saved file
-    shell_out = json.dumps(finals[2])
-    assert "def bar():" in shell_out and "result = foo()" in shell_out, shell_out
+    shell_out = json.dumps(finals[2], ensure_ascii=False)
+    assert "def bar():" in shell_out and "結果 = foo()" in shell_out, shell_out
     # agent/getDiagnostics was answered from vim.diagnostic
     diag_out = json.dumps(finals[3].get("rawOutput"))
     assert "test-linter: result is unused" in diag_out, diag_out

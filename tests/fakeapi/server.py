@@ -2,9 +2,11 @@
 
 ``POST /v1/messages`` answers Anthropic SSE (``event:`` + ``data:`` records, pings included);
 ``POST /v1/chat/completions`` answers OpenAI SSE chunks ending in ``data: [DONE]``. Both also
-answer non-streaming requests with one JSON object. Responses come from a FIFO queue of
-scripted :class:`Turn`\\ s and :class:`Fault`\\ s shared by both endpoints; an empty queue answers
-``Turn(text="(no scripted response)")`` so a test fails visibly instead of hanging.
+answer non-streaming requests with one JSON object. A request the real API would refuse gets
+the real API's 400 with its error body instead (:mod:`tests.fakeapi.validate`). Responses come
+from a FIFO queue of scripted :class:`Turn`\\ s and :class:`Fault`\\ s shared by both
+endpoints; an empty queue answers ``Turn(text="(no scripted response)")`` so a test fails
+visibly instead of hanging.
 
 Streams use chunked transfer encoding, so a cut stream (:meth:`Fault.cut_stream`) looks to the
 client like a real dropped connection (an incomplete chunked body), or with ``clean=True`` like
@@ -31,6 +33,7 @@ from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
+from tests.fakeapi import validate
 from tests.fakeapi.wire import (
     Fault,
     RecordedRequest,
@@ -73,15 +76,18 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = raw.decode("utf-8", "replace")
         path = self.path.split("?", 1)[0]
-        fake._record(
-            RecordedRequest("POST", path, {k.lower(): v for k, v in self.headers.items()}, body)
+        request = RecordedRequest(
+            "POST", path, {k.lower(): v for k, v in self.headers.items()}, body
         )
+        fake._record(request)
         if path.endswith("/messages"):
             protocol: Literal["anthropic", "openai"] = "anthropic"
         elif path.endswith("/chat/completions"):
             protocol = "openai"
         else:
             self._json(404, {"error": {"type": "not_found_error", "message": f"no route {path}"}})
+            return
+        if fake.validate and self._refused(request, protocol):
             return
         response = fake._next_response()
         if isinstance(response, Turn) and response.latency:
@@ -118,6 +124,35 @@ class _Handler(BaseHTTPRequestHandler):
             )
         delay = turn.chunk_delay if turn.chunk_delay is not None else fake.chunk_delay
         self._stream(records, response if isinstance(response, Fault) else None, protocol, delay)
+
+    def _refused(self, request: RecordedRequest, protocol: Literal["anthropic", "openai"]) -> bool:
+        """Answer 400 as the real API does when it would refuse ``request`` (the scripted
+        response stays queued for the next request)."""
+        error: dict[str, Any]
+        if protocol == "anthropic":
+            message = validate.anthropic_request(request.body)
+            if message is None:
+                return False
+            error = {
+                "type": "error",
+                "error": {"type": "invalid_request_error", "message": message},
+            }
+        else:
+            problem = validate.openai_request(request.body)
+            if problem is None:
+                return False
+            message, param = problem
+            error = {
+                "error": {
+                    "message": message,
+                    "type": "invalid_request_error",
+                    "param": param,
+                    "code": None,
+                }
+            }
+        self.server.fake._reject(request, message)
+        self._json(400, error)
+        return True
 
     def _json(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(obj).encode()
@@ -184,11 +219,22 @@ class _Server(ThreadingHTTPServer):
 class FakeAPI:
     """The scripted fake API server. Thread-safe; usable as a context manager.
 
-    ``chunk_delay`` is the default delay (seconds) before each SSE record.
+    ``chunk_delay`` is the default delay (seconds) before each SSE record. With ``validate``
+    (the default) a request the real API would refuse (:mod:`tests.fakeapi.validate`) gets its
+    400 and lands in :attr:`rejections`; test fixtures assert that list is empty at the end.
     """
 
-    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, chunk_delay: float = 0.0):
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        chunk_delay: float = 0.0,
+        validate: bool = True,
+    ):
         self.chunk_delay = chunk_delay
+        self.validate = validate
+        self.rejections: list[tuple[RecordedRequest, str]] = []
         self._host, self._port = host, port
         self._lock = threading.Lock()
         self._queue: deque[Response] = deque()
@@ -286,6 +332,10 @@ class FakeAPI:
         with self._lock:
             self._requests.append(request)
 
+    def _reject(self, request: RecordedRequest, message: str) -> None:
+        with self._lock:
+            self.rejections.append((request, message))
+
     def _next_response(self) -> Response:
         with self._lock:
             if not self._queue and self._cycle:
@@ -313,8 +363,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--chunk-delay", type=float, default=0.0, help="seconds per SSE record")
     parser.add_argument("--repeat", action="store_true", help="cycle the script forever")
+    parser.add_argument(
+        "--no-validate", action="store_true", help="answer requests the real API would refuse"
+    )
     args = parser.parse_args(argv)
-    api = FakeAPI(host=args.host, port=args.port, chunk_delay=args.chunk_delay)
+    api = FakeAPI(
+        host=args.host,
+        port=args.port,
+        chunk_delay=args.chunk_delay,
+        validate=not args.no_validate,
+    )
     if args.script:
         script = load_script(args.script)
         if args.repeat:
