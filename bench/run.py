@@ -39,6 +39,7 @@ BENCHMARKS = {
     "search": "bench.search",
     "edit": "bench.edit",
     "memory": "bench.memory",
+    "mcp": "bench.mcp",
 }
 DEFAULT_OUT = REPO / "bench" / "results" / "latest.json"
 
