@@ -265,3 +265,58 @@ def test_headless_mcp_lists_servers_and_approves_with_yes(workspace: Path) -> No
     assert run("--no")["proj"]["state"] == "denied"
     approved = run("--yes")["proj"]
     assert approved["state"] == "ready" and "mcp__proj__echo" in approved["tools"]
+
+
+def _ready_server_pid(client: Any, marker: Path) -> int:
+    import time
+
+    deadline = time.monotonic() + 40
+    while time.monotonic() < deadline:
+        answer = client.request(
+            "workspace/executeCommand", {"command": "agent.mcp", "arguments": [{}]}
+        )["result"]
+        states = [s["state"] for s in answer["servers"]]
+        if states == ["ready"]:
+            return int(marker.read_text())
+        assert "failed" not in states, answer
+        time.sleep(0.1)
+    raise AssertionError("the MCP server did not start")
+
+
+def _wait_gone(pid: int, seconds: float = 10) -> bool:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if gone(pid):
+            return True
+        time.sleep(0.05)
+    return gone(pid)
+
+
+@pytest.mark.parametrize("how", ["editor-vanishes", "agent-ls-killed"])
+def test_no_orphan_server_when_the_editor_or_agent_ls_dies(
+    workspace: Path, tmp_path: Path, how: str
+) -> None:
+    """The editor going away without shutdown (its pipes close), or agent-ls SIGKILLed: the
+    MCP server process goes too."""
+    from tests.rawclient import RawClient
+
+    marker = tmp_path / "pid"
+    options = {"mcpServers": {"f": {**FAULTY, "env": {"FAULTY_MARKER": str(marker)}}}}
+    client = RawClient(workspace, env={"AGENT_LS_MODEL": "script:/nonexistent"})
+    try:
+        client.initialize(workspace, options)
+        pid = _ready_server_pid(client, marker)
+        assert not gone(pid)
+        if how == "agent-ls-killed":
+            client.proc.kill()
+        else:
+            assert client.proc.stdin is not None
+            client.proc.stdin.close()
+        client.proc.wait(timeout=15)
+        assert _wait_gone(pid), f"MCP server {pid} outlived agent-ls ({how})"
+    finally:
+        if client.proc.poll() is None:
+            client.proc.kill()
+            client.proc.wait()
