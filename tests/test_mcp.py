@@ -352,3 +352,46 @@ async def test_no_server_process_outlives_close(tmp_path: Path) -> None:
         await asyncio.sleep(0.05)
     assert _gone(pid)
     assert os.getpid() != pid
+
+
+async def test_streamable_http_with_expanded_headers(tmp_path: Path) -> None:
+    import socket
+    import subprocess
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = subprocess.Popen(  # noqa: ASYNC220 - started once, before the loop has work
+        [sys.executable, "-m", "tests.mcp_servers.faulty"],
+        cwd=REPO,
+        env={**os.environ, "FAULTY_HTTP_PORT": str(port)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    manager = McpManager(cwd=tmp_path)
+    try:
+        for _ in range(200):
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            await asyncio.sleep(0.05)
+        problems = manager.add_servers(
+            {
+                "web": {
+                    "type": "http",
+                    "url": f"http://127.0.0.1:{port}/mcp",
+                    "headers": {"X-Token": "Bearer ${MCP_TEST_TOKEN:-from-default}"},
+                }
+            },
+            source="settings",
+        )
+        assert problems == []
+        await manager.wait_started()
+        server = manager.servers["web"]
+        assert server.state == "ready", server.error
+        assert (await server.call("echo", {"text": "over http"})).text == "echo: over http"
+        assert (await server.call("header", {"name": "X-Token"})).text == "Bearer from-default"
+    finally:
+        await manager.aclose()
+        proc.terminate()
+        await asyncio.to_thread(proc.wait, 10)

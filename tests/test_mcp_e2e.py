@@ -97,11 +97,12 @@ def gone(pid: int) -> bool:
 async def test_mcp_server_time_through_an_ask(workspace: Path, api: Any) -> None:
     api.enqueue(
         Turn(text="Checking.", tool_uses=[("mcp__time__get_current_time", {"timezone": "UTC"})]),
+        Turn(tool_uses=[("mcp__time__get_current_time", {"timezone": "Europe/Paris"})]),
         Turn(text="It is noon somewhere."),
     )
     options = {"mcpServers": {"time": TIME}}
     async with editor(
-        workspace, env=env_for(api), init_options=options, answers=["Allow"]
+        workspace, env=env_for(api), init_options=options, answers=["Allow for this session"]
     ) as ed:
         # The first ask waits for the server still starting, then offers its tools.
         result = await ed.ask("What time is it in UTC?")
@@ -110,13 +111,16 @@ async def test_mcp_server_time_through_an_ask(workspace: Path, api: Any) -> None
         assert servers["time"]["state"] == "ready"
         assert servers["time"]["source"] == "settings"
         assert "mcp__time__get_current_time" in servers["time"]["tools"]
-        # The dialog showed server, tool and arguments, and offered a session grant.
+        # The dialog showed server, tool and arguments, and offered a session grant, which
+        # covered the second call.
         assert len(ed.confirmations) == 1
+        status = await ed.command("agent.status", {})
+        assert status["grants"] == ["mcp__time__get_current_time"]
         asked = ed.confirmations[0]
         assert "'time'" in asked and "'get_current_time'" in asked and '"UTC"' in asked
         call = next(u for u in ed.of_kind("tool_call") if u["toolCallId"])
         assert call["kind"] == "other" and call["title"] == "time: get_current_time"
-    first, second = (r.body for r in api.requests)
+    first, second, third = (r.body for r in api.requests)
     names = [t["name"] for t in first["tools"]]
     assert names[: len(BUILTINS)] == BUILTINS
     assert names[len(BUILTINS) :] == ["mcp__time__convert_time", "mcp__time__get_current_time"]
@@ -124,10 +128,11 @@ async def test_mcp_server_time_through_an_ask(workspace: Path, api: Any) -> None
     assert spec["input_schema"]["type"] == "object" and "timezone" in spec["input_schema"][
         "properties"
     ]
-    assert first["tools"] == second["tools"]  # fixed for the ask (the prompt-cache prefix)
+    assert first["tools"] == third["tools"]  # fixed for the ask (the prompt-cache prefix)
     answer = tool_results(second)[0]
     assert not answer.get("is_error")
     assert json.loads(result_text(answer))["timezone"] == "UTC"
+    assert json.loads(result_text(tool_results(third)[-1]))["timezone"] == "Europe/Paris"
 
 
 @pytest.mark.skipif(

@@ -1,7 +1,8 @@
 """A small MCP server (the SDK's own server side) that misbehaves on request, for the tests.
 
 Environment: ``FAULTY_MARKER`` names a file it writes at start-up (its pid), proving it ran;
-``FAULTY_START_DELAY`` seconds it sleeps before serving (a slow start).
+``FAULTY_START_DELAY`` seconds it sleeps before serving (a slow start); ``FAULTY_HTTP_PORT``
+serves streamable HTTP on 127.0.0.1 at that port (path ``/mcp``) instead of stdio.
 """
 
 from __future__ import annotations
@@ -83,6 +84,12 @@ def length(segment: Segment) -> str:
 
 
 @server.tool()
+def header(name: str, ctx: Context) -> str:
+    """The value of one HTTP request header (streamable HTTP only)."""
+    return str((ctx.headers or {}).get(name.lower(), "(none)"))
+
+
+@server.tool()
 async def grow(ctx: Context) -> str:
     """Add a tool named 'added' and tell the client the list changed."""
 
@@ -102,7 +109,11 @@ def main() -> None:
     delay = float(os.environ.get("FAULTY_START_DELAY") or 0)
     if delay:
         time.sleep(delay)
-    server.run("stdio")
+    port = os.environ.get("FAULTY_HTTP_PORT")
+    if port:
+        server.run("streamable-http", host="127.0.0.1", port=int(port))
+    else:
+        server.run("stdio")
 
 
 if __name__ == "__main__":
