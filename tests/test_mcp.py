@@ -244,15 +244,22 @@ async def test_a_slow_call_times_out_and_the_server_keeps_serving() -> None:
         await manager.aclose()
 
 
-async def test_a_cancelled_call_is_abandoned_and_the_server_keeps_serving() -> None:
+async def test_a_cancelled_call_is_cancelled_at_the_server_too(tmp_path: Path) -> None:
     manager = McpManager(cwd=REPO)
+    marker = tmp_path / "cancelled"
     try:
-        server = await _faulty(manager)
+        server = await _faulty(manager, env={"FAULTY_CANCEL_MARKER": str(marker)})
         call = asyncio.ensure_future(server.call("slow", {"seconds": 30}))
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(0.5)
         call.cancel()
         with pytest.raises(asyncio.CancelledError):
             await call
+        # notifications/cancelled reached the server, which stopped the tool.
+        for _ in range(100):
+            if marker.exists():
+                break
+            await asyncio.sleep(0.05)
+        assert marker.exists()
         assert (await asyncio.wait_for(server.call("echo", {"text": "x"}), 10)).text == "echo: x"
     finally:
         await manager.aclose()

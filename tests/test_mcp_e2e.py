@@ -325,3 +325,29 @@ def test_no_orphan_server_when_the_editor_or_agent_ls_dies(
         if client.proc.poll() is None:
             client.proc.kill()
             client.proc.wait()
+
+
+async def test_cancelling_the_run_cancels_the_mcp_call(
+    workspace: Path, api: Any, tmp_path: Path
+) -> None:
+    marker = tmp_path / "cancelled"
+    api.enqueue(Turn(tool_uses=[("mcp__f__slow", {"seconds": 60})]), Turn(text="never"))
+    options = {
+        "mcpServers": {"f": {**FAULTY, "env": {"FAULTY_CANCEL_MARKER": str(marker)}}},
+        "permissions": {"allow": ["mcp__f__*"]},
+    }
+    async with editor(workspace, env=env_for(api), init_options=options) as ed:
+        ask = asyncio.ensure_future(ed.ask("wait a minute"))
+        for _ in range(400):
+            if any(u.get("status") == "in_progress" for u in ed.of_kind("tool_call_update")):
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)
+        assert (await ed.command("agent.cancel", {}))["cancelled"]
+        result = await asyncio.wait_for(ask, 20)
+        assert result["stopReason"] == "cancelled"
+        for _ in range(100):
+            if marker.exists():
+                break
+            await asyncio.sleep(0.05)
+        assert marker.exists(), "the server's tool was not cancelled"

@@ -45,8 +45,14 @@ def echo(text: str) -> str:
 
 @server.tool()
 async def slow(seconds: float) -> str:
-    """Sleep, then answer."""
-    await asyncio.sleep(seconds)
+    """Sleep, then answer (``FAULTY_CANCEL_MARKER``: a file written when cancelled)."""
+    try:
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        marker = os.environ.get("FAULTY_CANCEL_MARKER")
+        if marker:
+            Path(marker).write_text("cancelled", encoding="utf-8")
+        raise
     return "slept"
 
 
