@@ -39,7 +39,7 @@ BENCHMARKS = {
     "search": "bench.search",
     "edit": "bench.edit",
     "memory": "bench.memory",
-    "mcp": "bench.mcp",
+    "mcp": "bench.mcp_tools",
 }
 DEFAULT_OUT = REPO / "bench" / "results" / "latest.json"
 

@@ -10,7 +10,9 @@
   ``McpTool.run`` (permission check, owner-task queue, result conversion), interleaved,
   each on its own server process.
 
-Standalone: ``python -m bench.mcp [--rounds N] [--main DIR]``; also ``bench/run.py --only mcp``.
+Standalone: ``python -m bench.mcp_tools [--rounds N] [--main DIR]``; also ``bench/run.py --only
+mcp``. (Not ``bench/mcp.py``: ``python bench/run.py`` puts ``bench/`` first on ``sys.path``,
+where that name would hide the SDK.)
 """
 
 from __future__ import annotations
