@@ -168,19 +168,26 @@ async def test_server_everything_echo_and_image_through_an_ask(workspace: Path, 
     assert images[0]["source"]["data"]
 
 
-async def test_project_servers_start_only_after_approval(
+def project_config(workspace: Path, marker: Path, *extra_args: str) -> dict[str, Any]:
+    entry = {**FAULTY, "env": {"FAULTY_MARKER": "${MARKER_FILE}"}}
+    entry["args"] = [*FAULTY["args"], *extra_args]
+    config = {"mcpServers": {"proj": entry}}
+    (workspace / ".mcp.json").write_text(json.dumps(config))
+    return config
+
+
+async def test_project_servers_do_not_start_without_approval(
     workspace: Path, api: Any, tmp_path: Path
 ) -> None:
     marker = tmp_path / "started"
-    config = {"mcpServers": {"proj": {**FAULTY, "env": {"FAULTY_MARKER": "${MARKER_FILE}"}}}}
-    (workspace / ".mcp.json").write_text(json.dumps(config))
-    env = env_for(api, MARKER_FILE=str(marker))
-    # No answer is Deny: nothing ran, nothing is offered to the model.
+    project_config(workspace, marker)
     api.enqueue(Turn(text="No tools."))
-    async with editor(workspace, env=env) as ed:
+    # No answer is Deny: nothing ran, nothing is offered to the model.
+    async with editor(workspace, env=env_for(api, MARKER_FILE=str(marker))) as ed:
         servers = await settled(ed)
         assert servers["proj"]["state"] == "denied"
         assert servers["proj"]["source"] == "project"
+        assert servers["proj"]["tools"] == []
         assert len(ed.confirmations) == 1
         shown = ed.confirmations[0]
         assert "proj:" in shown and "tests.mcp_servers.faulty" in shown and sys.executable in shown
@@ -188,7 +195,15 @@ async def test_project_servers_start_only_after_approval(
         await asyncio.sleep(0.5)
         assert not marker.exists()
     assert not [t for t in api.requests[0].body["tools"] if t["name"].startswith("mcp__")]
-    # Allow: it starts, and the approval is remembered for this exact content.
+
+
+@pytest.mark.timeout(120)
+async def test_approved_project_servers_start_and_approval_is_remembered(
+    workspace: Path, api: Any, tmp_path: Path
+) -> None:
+    marker = tmp_path / "started"
+    project_config(workspace, marker)
+    env = env_for(api, MARKER_FILE=str(marker))
     async with editor(workspace, env=env, answers=["Allow"]) as ed:
         servers = await settled(ed)
         assert servers["proj"]["state"] == "ready", servers
@@ -202,12 +217,24 @@ async def test_project_servers_start_only_after_approval(
     async with editor(workspace, env=env) as ed:
         assert (await settled(ed))["proj"]["state"] == "ready"
         assert ed.confirmations == []
-    # A changed file asks again.
-    config["mcpServers"]["proj"]["args"] = [*FAULTY["args"], "--changed"]
-    (workspace / ".mcp.json").write_text(json.dumps(config))
-    async with editor(workspace, env=env) as ed:
+
+
+async def test_a_changed_project_file_asks_again(
+    workspace: Path, api: Any, tmp_path: Path
+) -> None:
+    from agent_ls.safety.trust import TrustRequest, TrustStore
+
+    marker = tmp_path / "started"
+    project_config(workspace, marker)
+    path = workspace / ".mcp.json"
+    TrustStore.default().approve(
+        TrustRequest(workspace, path, path.read_bytes(), "MCP servers", ("proj",))
+    )
+    project_config(workspace, marker, "--changed")
+    async with editor(workspace, env=env_for(api, MARKER_FILE=str(marker))) as ed:
         assert (await settled(ed))["proj"]["state"] == "denied"
         assert len(ed.confirmations) == 1 and "--changed" in ed.confirmations[0]
+        assert not marker.exists()
 
 
 async def test_rules_plan_mode_and_large_results(workspace: Path, api: Any) -> None:
@@ -252,6 +279,7 @@ async def test_deny_rules_refuse_and_a_denied_dialog_is_the_users_decision(
     assert fail.get("is_error") and "mcp__f__fail" in result_text(fail)
 
 
+@pytest.mark.timeout(240)
 def test_headless_mcp_lists_servers_and_approves_with_yes(workspace: Path) -> None:
     (workspace / ".mcp.json").write_text(json.dumps({"mcpServers": {"proj": FAULTY}}))
 
