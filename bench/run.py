@@ -39,6 +39,7 @@ BENCHMARKS = {
     "search": "bench.search",
     "edit": "bench.edit",
     "memory": "bench.memory",
+    "exit": "bench.exit",
     "mcp": "bench.mcp_tools",
 }
 DEFAULT_OUT = REPO / "bench" / "results" / "latest.json"

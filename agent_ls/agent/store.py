@@ -87,13 +87,14 @@ class SessionStore:
             return []
         rows: list[dict[str, Any]] = []
         for path in self.root.glob("*.jsonl"):
-            title = ""
+            title = workspace = ""
             turns = 0
             try:
                 with path.open(encoding="utf-8") as handle:
                     for line in handle:
                         if '"type":"meta"' in line and not title:
-                            title = json.loads(line).get("title", "")
+                            meta = json.loads(line)
+                            title, workspace = meta.get("title", ""), meta.get("workspace", "")
                         elif '"role":"assistant"' in line:
                             turns += 1
             except (OSError, json.JSONDecodeError):
@@ -103,6 +104,7 @@ class SessionStore:
                 {
                     "sessionId": path.stem,
                     "title": title,
+                    "workspace": workspace,
                     "turns": turns,
                     "updated": updated.isoformat(timespec="seconds"),
                 }

@@ -35,7 +35,8 @@ def _new_manager(ls: AgentServer) -> McpManager:
     from agent_ls.tools.mcp import McpManager
 
     manager = McpManager(cwd=ls.roots()[0])
-    atexit.register(manager.kill_all)  # the editor went away without shutdown
+    ls.service.exit_hooks.append(manager.kill_all)  # `exit` leaves at once (os._exit)
+    atexit.register(manager.kill_all)  # the editor went away without shutdown or exit
     return manager
 
 

@@ -32,6 +32,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel
 
 from agent_ls.ports.model import ToolSpec
+from agent_ls.ports.updates import ToolKind
 from agent_ls.tools.base import Tool, ToolContext, ToolResult, cap_text
 from agent_ls.tools.mcp_config import ServerConfig, Source, acp_servers, parse_servers
 from agent_ls.tools.mcp_schema import clean_schema, tool_name
@@ -622,7 +623,7 @@ class McpTool(Tool[Any]):
     """One MCP server's tool, as the agent sees it: asks first, then calls the server."""
 
     input_model: ClassVar[type[BaseModel]] = _AnyInput
-    kind: ClassVar[str] = "other"
+    kind: ClassVar[ToolKind] = "other"
     read_only: ClassVar[bool] = False
     concurrency_safe: ClassVar[bool] = False
 
