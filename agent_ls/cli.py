@@ -1,4 +1,5 @@
-"""The ``agent-ls`` command line: serve, run, demo, check-command, sessions, remember, undo."""
+"""The ``agent-ls`` command line: serve, run, demo, check-command, mcp, sessions, remember,
+undo."""
 
 from __future__ import annotations
 
@@ -118,6 +119,19 @@ def _demo(args: argparse.Namespace) -> int:
     else:
         print("\n(The demo's copy was removed; `agent-ls demo --keep` keeps it.)", file=sys.stderr)
     return code
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    from agent_ls.client.headless import RunOptions, list_mcp_headless
+
+    cwd = Path(args.cwd).resolve()
+    if not cwd.is_dir():
+        print(f"agent-ls mcp: no such folder: {cwd}", file=sys.stderr)
+        return 2
+    options = RunOptions(
+        prompt="", cwd=cwd, policy=_policy(args), json_output=args.json  # type: ignore[arg-type]
+    )
+    return list_mcp_headless(options)
 
 
 def _check_command(args: argparse.Namespace) -> int:
@@ -258,6 +272,14 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check-command", help="the shell classifier's verdict as JSON")
     check.add_argument("command", nargs=argparse.REMAINDER, help="the command line")
     check.set_defaults(func=_check_command)
+
+    mcp = sub.add_parser("mcp", help="list the MCP servers (and their tools) for a workspace")
+    mcp_decide = mcp.add_mutually_exclusive_group()
+    mcp_decide.add_argument("--yes", "-y", action="store_true", help="approve .mcp.json servers")
+    mcp_decide.add_argument("--no", "-n", action="store_true", help="deny .mcp.json servers")
+    mcp.add_argument("--cwd", default=".", help="the workspace folder (default: .)")
+    mcp.add_argument("--json", action="store_true", help="print the agent.mcp result as JSON")
+    mcp.set_defaults(func=_mcp)
 
     sessions = sub.add_parser("sessions", help="list saved sessions")
     sessions.add_argument("--json", action="store_true")

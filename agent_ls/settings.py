@@ -84,6 +84,11 @@ class Settings(BaseModel):
     # Claude Code's shape: {EVENT: [{matcher?, hooks: [{type, command, timeout?}]}]}, checked
     # by agent.hooks (bad entries are reported there and skipped).
     hooks: dict[str, Any] = Field(default_factory=dict)
+    # MCP servers ({NAME: {command, args?, env?, cwd?} | {type: "http", url, headers?}}) and
+    # the default timeouts of every server; agent_ls.tools.mcp_config reads and checks them.
+    mcp_servers: dict[str, Any] = Field(default_factory=dict, alias="mcpServers")
+    startup_timeout_ms: int = Field(default=30_000, alias="startupTimeoutMs", ge=100, le=3_600_000)
+    tool_timeout_ms: int = Field(default=120_000, alias="toolTimeoutMs", ge=100, le=3_600_000)
 
     def resolved_model(self) -> str:
         return self.model or os.environ.get("AGENT_LS_MODEL") or DEFAULT_MODEL

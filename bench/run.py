@@ -40,6 +40,7 @@ BENCHMARKS = {
     "edit": "bench.edit",
     "memory": "bench.memory",
     "exit": "bench.exit",
+    "mcp": "bench.mcp_tools",
 }
 DEFAULT_OUT = REPO / "bench" / "results" / "latest.json"
 

@@ -315,12 +315,14 @@ async def editor(
     env: dict[str, str] | None = None,
     capabilities: types.ClientCapabilities | None = None,
     handle_saves: bool = True,
+    answers: list[str | None] | None = None,
 ) -> AsyncIterator[EditorSim]:
     """Start the real server on ``root`` and connect a simulated editor to it."""
     client = pytest_lsp.make_test_lsp_client()
     caps = capabilities or pytest_lsp.client_capabilities(profile)
     offered = (caps.general.position_encodings if caps.general else None) or ["utf-16"]
     sim = EditorSim(client=client, root=root.resolve(), encoding="utf-16")
+    sim.answers = list(answers or [])  # for questions asked before the test gets the editor
 
     @client.feature(types.WORKSPACE_APPLY_EDIT)
     def on_apply(ls: LanguageClient, params: types.ApplyWorkspaceEditParams) -> Any:

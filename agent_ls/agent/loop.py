@@ -400,7 +400,7 @@ class AgentLoop:
             if verdict.decision == "allow" and verdict.by is not None:
                 allowed_by = verdict.by.hook.shown
         # --
-        if self.session.permissions.mode == "plan" and not tool.reads_only(args):
+        if self.session.permissions.mode == "plan" and not tool.runs_in_plan(args, ctx):
             result = ToolResult(
                 f"This {tool.name} call is not available in plan mode: only read-only tools and "
                 "read-only shell commands may run. "
@@ -440,7 +440,8 @@ class AgentLoop:
             update["content"] = result.display
         self.port.update(sid, update)
         content = self._fit(use, result.content) if tool.persist_large_results else result.content
-        return ToolResultBlock(use.id, content, result.is_error)
+        images = [list(i) for i in result.images] if result.images else None
+        return ToolResultBlock(use.id, content, result.is_error, images=images)
 
     def _fit(self, use: ToolUseBlock, content: str) -> str:
         """Keep a large result out of the context: store it, give the model head, tail, path."""

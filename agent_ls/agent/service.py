@@ -9,6 +9,7 @@ methods, so a front door can create its service before anything is warm.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from agent_ls.ports.model import Model
     from agent_ls.safety.permissions import Permissions
     from agent_ls.settings import Settings
+    from agent_ls.tools.mcp import McpManager
     from agent_ls.tools.registry import ToolRegistry
     from agent_ls.workspace import Workspace
 
@@ -71,6 +73,13 @@ class AgentService:
         self.catalogs: dict[str, SubagentCatalog] = {}
         self.on_warning: Callable[[str], None] = log.warning
         self._warned: set[str] = set()
+        # The MCP servers, once some are configured (the front door creates it: see
+        # ``agent_ls.tools.mcp.McpManager``); sessions whose first ask already waited for them.
+        self.mcp: McpManager | None = None
+        # Set by the front door once the MCP config is read (and the manager made, if any
+        # server is configured); None when the front door reads no MCP config.
+        self.mcp_configured: asyncio.Event | None = None
+        self._mcp_waited: set[str] = set()
 
     @property
     def settings(self) -> Settings:
@@ -143,6 +152,33 @@ class AgentService:
             self._tools = default_tools()
         return self._tools
 
+    async def tools_for_ask(self, session: Session, port: EditorPort) -> ToolRegistry:
+        """The built-in tools, then the MCP tools ready now, sorted: fixed for one ask (a
+        ``tools/list_changed`` applies from the next). A session's first ask waits for
+        servers still starting, up to their ``startupTimeoutMs``."""
+        builtins = self.tools()
+        first = session.id not in self._mcp_waited
+        self._mcp_waited.add(session.id)
+        configured = self.mcp_configured
+        if first and configured is not None and not configured.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(configured.wait(), 10)
+        manager = self.mcp
+        if manager is None:
+            return builtins
+        if first:
+            pending = manager.pending()
+            if pending:
+                names = ", ".join(s.name for s in pending)
+                port.progress(f"waiting for MCP servers: {names}")
+                await manager.wait_started()
+        return builtins.extended(list(manager.tools()))
+
+    async def close_mcp(self) -> None:
+        """Stop every MCP server (``shutdown``); bounded, then their process groups are killed."""
+        if self.mcp is not None:
+            await self.mcp.aclose()
+
     def start_warm(self) -> None:
         """Begin the warm-up in the background (call once the front door is initialised)."""
         self.warm_task = asyncio.ensure_future(self.warm())
@@ -195,10 +231,15 @@ class AgentService:
             self.prompt_parts[session.id], memory
         )
         hooks = await self.hooks_for(session, workspace, port)
+        # built-ins and task, then the MCP tools of this ask (sorted, fixed for the ask)
+        mcp_tools = await self.tools_for_ask(session, port)
+        parent_tools = catalog.parent_tools.extended(
+            [t for t in mcp_tools.all() if catalog.parent_tools.get(t.name) is None]
+        )
         loop = AgentLoop(
             session=session,
             model=self.model(),
-            tools=catalog.parent_tools,
+            tools=parent_tools,
             workspace=workspace,
             port=port,
             settings=self.settings,

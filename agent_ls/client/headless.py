@@ -222,7 +222,8 @@ class Headless:
 
     # -- the run ---------------------------------------------------------------------------
 
-    async def run(self) -> int:
+    async def _start(self) -> asyncio.Future[None] | None:
+        """Spawn the server, initialize it; returns the stderr drain task."""
         opts = self.options
         env = dict(os.environ)
         if opts.model:
@@ -239,7 +240,7 @@ class Headless:
             start_new_session=True,
         )
         server_proc = self.client._server
-        drain = None
+        drain: asyncio.Future[None] | None = None
         if server_proc is not None and server_proc.stderr is not None:
             drain = asyncio.ensure_future(self._drain(server_proc.stderr))
         root_uri = path_to_uri(opts.cwd)
@@ -258,6 +259,37 @@ class Headless:
             )
         )
         self.client.initialized(types.InitializedParams())
+        return drain
+
+    async def list_mcp(self, settle_seconds: float = 120.0) -> int:
+        """``agent-ls mcp``: the MCP servers once they settled (started, failed or denied)."""
+        drain = await self._start()
+        try:
+            deadline = asyncio.get_running_loop().time() + settle_seconds
+            while True:
+                answer = plain_json(
+                    await self.client.workspace_execute_command_async(
+                        types.ExecuteCommandParams(command="agent.mcp", arguments=[{}])
+                    )
+                )
+                servers = answer.get("servers", [])
+                settled = all(s.get("state") not in ("starting", "approval") for s in servers)
+                if settled or asyncio.get_running_loop().time() > deadline:
+                    break
+                await asyncio.sleep(0.1)
+            if self.options.json_output:
+                print(json.dumps(answer, indent=2))
+            else:
+                self.renderer.mcp_servers(answer)
+            return EXIT_OK
+        finally:
+            await self._shutdown()
+            if drain is not None:
+                drain.cancel()
+
+    async def run(self) -> int:
+        opts = self.options
+        drain = await self._start()
         loop = asyncio.get_running_loop()
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signal.SIGINT, self._cancel)
@@ -401,3 +433,9 @@ def run_headless(options: RunOptions) -> int:
     logging.getLogger("pygls").setLevel(logging.CRITICAL)
     renderer = Renderer(quiet=options.quiet, root=options.cwd, json_output=options.json_output)
     return asyncio.run(Headless(options, renderer).run())
+
+
+def list_mcp_headless(options: RunOptions) -> int:
+    """``agent-ls mcp``: start the server on ``options.cwd`` and list its MCP servers."""
+    renderer = Renderer(quiet=options.quiet, root=options.cwd)
+    return asyncio.run(Headless(options, renderer).list_mcp())

@@ -196,3 +196,22 @@ class Renderer:
         if result.get("error"):
             self.err.print(Text(f"error: {result['error']}", style="red"))
         self.err.print(Text(line, style=style))
+
+    def mcp_servers(self, answer: dict[str, Any]) -> None:
+        """``agent-ls mcp``: one line per server on stdout, its error and tools below."""
+        servers = answer.get("servers") or []
+        if not servers:
+            print("No MCP servers configured.", file=self.out)
+        for server in servers:
+            tools = server.get("tools") or []
+            print(
+                f"{server.get('name')}  [{server.get('source')}]  {server.get('state')}"
+                + (f"  {len(tools)} tools" if tools else ""),
+                file=self.out,
+            )
+            if server.get("error"):
+                print(f"    error: {server['error']}", file=self.out)
+            for tool in tools:
+                print(f"    {tool}", file=self.out)
+        for problem in answer.get("problems") or []:
+            print(f"problem: {problem}", file=self.out)

@@ -132,6 +132,7 @@ class AgentServer(LanguageServer):
         )
         self.state = ServerState()
         self.init_options: Any = None
+        self.mcp_task: asyncio.Task[None] | None = None
         from agent_ls.agent.service import AgentService
 
         self.service = AgentService(lambda: self.settings)
@@ -253,6 +254,14 @@ def on_initialize(ls: AgentServer, params: types.InitializeParams) -> None:
 @server.feature(types.INITIALIZED)
 def on_initialized(ls: AgentServer, params: types.InitializedParams) -> None:
     ls.service.warm_task = asyncio.ensure_future(ls.warm())
+    from agent_ls.lsp.mcp import start_mcp
+
+    ls.mcp_task = asyncio.ensure_future(start_mcp(ls))
+
+
+@server.feature(types.SHUTDOWN)
+async def on_shutdown(ls: AgentServer, params: Any) -> None:
+    await ls.service.close_mcp()
 
 
 @server.feature(types.EXIT)
@@ -506,6 +515,14 @@ def _raw_model_and_mode(options: Any) -> tuple[str, str]:
     model = raw.get("model") if isinstance(raw.get("model"), str) else None
     mode = raw.get("mode") if raw.get("mode") in MODE_NAMES else "default"
     return model or os.environ.get("AGENT_LS_MODEL") or DEFAULT_MODEL, str(mode)
+
+
+@command("agent.mcp")
+async def cmd_mcp(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
+    """The MCP servers: ``{servers: [{name, source, state, tools, error?}]}``."""
+    from agent_ls.lsp.mcp import status
+
+    return await status(ls)
 
 
 @command("agent.newSession")

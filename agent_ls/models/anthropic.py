@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     import anthropic
 
 DEFAULT_CONTEXT_WINDOW = 200_000
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})  # tool results
 _STOP_REASONS = {"end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal"}
 
 
@@ -205,6 +206,12 @@ def block_to_wire(block: Block) -> dict[str, Any] | None:
         "tool_use_id": block.tool_use_id,
         "content": block.content,
     }
+    images = [i for i in block.images or () if len(i) == 2 and i[0] in IMAGE_TYPES]
+    if images:
+        wire["content"] = [{"type": "text", "text": block.content}] + [
+            {"type": "image", "source": {"type": "base64", "media_type": kind, "data": data}}
+            for kind, data in images
+        ]
     if block.is_error:
         wire["is_error"] = True
     return wire

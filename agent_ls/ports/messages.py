@@ -42,6 +42,8 @@ class ToolResultBlock:
     content: str
     is_error: bool = False
     type: Literal["tool_result"] = "tool_result"
+    # [media type, base64 data] pairs: an MCP tool's images, for providers that take them
+    images: list[list[str]] | None = None
 
 
 Block = TextBlock | ThinkingBlock | ToolUseBlock | ToolResultBlock
@@ -66,7 +68,7 @@ class Message:
         return [b for b in self.content if isinstance(b, ToolUseBlock)]
 
     def to_json(self) -> dict[str, Any]:
-        return {"role": self.role, "content": [asdict(b) for b in self.content]}
+        return {"role": self.role, "content": [_block_json(b) for b in self.content]}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Message:
@@ -75,6 +77,13 @@ class Message:
             kind = _BLOCK_TYPES[raw["type"]]
             blocks.append(kind(**{k: v for k, v in raw.items() if k != "type"}))
         return cls(role=data["role"], content=blocks)
+
+
+def _block_json(block: Block) -> dict[str, Any]:
+    data = asdict(block)
+    if data.get("images", ()) is None:
+        del data["images"]  # most results have none: keep transcripts as they were
+    return data
 
 
 @dataclass(slots=True)

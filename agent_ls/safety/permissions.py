@@ -57,6 +57,18 @@ def allowed_by_hook() -> str | None:
     return _HOOK_ALLOW.get()
 
 
+def mcp_rule_matches(rule: str, name: str) -> bool:
+    """Does a permission rule name the MCP tool ``name``?"""
+    rule = rule.strip()
+    if not rule.startswith("mcp__") or not name.startswith("mcp__"):
+        return False
+    if rule in (name, "mcp__*"):
+        return True
+    if rule.endswith("__*"):
+        return name.startswith(rule[:-1])
+    server = name[len("mcp__") :].split("__", 1)[0]
+    return rule == f"mcp__{server}"
+
 @dataclass(slots=True)
 class Permissions:
     """The permission state of one session."""
@@ -128,6 +140,25 @@ class Permissions:
     @staticmethod
     def path_grant_for(tool: str, shown: str) -> str:
         return f"{tool}({shown})"
+
+    # -- MCP tools -------------------------------------------------------------------
+
+    def mcp_match(self, name: str) -> RuleMatch | None:
+        """The rule or grant deciding the MCP tool ``name`` (``mcp__<server>__<tool>``).
+
+        Rules name the tool (``mcp__github__create_issue``), every tool of a server
+        (``mcp__github__*`` or ``mcp__github``) or every MCP tool (``mcp__*``); deny wins.
+        """
+        for kind, texts in (("deny", self.rules.deny), ("ask", self.rules.ask)):
+            for text in texts:
+                if mcp_rule_matches(text, name):
+                    return RuleMatch(kind, text.strip())  # type: ignore[arg-type]
+        if name in self.grants:
+            return RuleMatch("allow", name, grant=True, exact=True)
+        for text in self.rules.allow:
+            if mcp_rule_matches(text, name):
+                return RuleMatch("allow", text.strip(), exact=text.strip() == name)
+        return None
 
     # -- grants and questions --------------------------------------------------------
 

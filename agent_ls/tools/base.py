@@ -36,6 +36,7 @@ class ToolResult:
     is_error: bool = False
     raw_output: Any = None
     display: list[ToolCallContent] | None = None  # ACP tool-call content (diffs, output)
+    images: list[tuple[str, str]] | None = None  # (media type, base64) for the model
 
 
 class SubagentRunner(Protocol):
@@ -102,6 +103,10 @@ class Tool(ABC, Generic[InputT]):
     def reads_only(self, args: InputT) -> bool:
         """Whether this call only reads (plan mode runs only such calls)."""
         return self.read_only
+
+    def runs_in_plan(self, args: InputT, ctx: ToolContext) -> bool:
+        """Whether plan mode lets this call run (by default: when it only reads)."""
+        return self.reads_only(args)
 
     def locations(self, args: InputT, ctx: ToolContext) -> list[Location]:
         return []

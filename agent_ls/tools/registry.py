@@ -15,6 +15,16 @@ class ToolRegistry:
         self._tools = {t.name: t for t in tools}
         self._specs: list[ToolSpec] | None = None
 
+    def extended(self, extra: list[Tool[Any]]) -> ToolRegistry:
+        """These tools, then ``extra`` (a name already here keeps the built-in), reusing the
+        specs already built."""
+        added = [t for t in extra if t.name not in self._tools]
+        if not added:
+            return self
+        registry = ToolRegistry([*self._tools.values(), *added])
+        registry._specs = [*self.specs(), *(t.spec() for t in added)]
+        return registry
+
     def get(self, name: str) -> Tool[Any] | None:
         return self._tools.get(name)
 

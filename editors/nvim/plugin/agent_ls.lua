@@ -58,6 +58,10 @@ cmd('AgentStatus', function()
   agent().status()
 end, { desc = 'agent-ls: model, mode, session, tokens and cost' })
 
+cmd('AgentMcp', function()
+  agent().mcp()
+end, { desc = 'agent-ls: MCP servers, their state, tools and errors' })
+
 cmd('AgentClearGrants', function()
   agent().clear_grants()
 end, { desc = 'agent-ls: forget what was allowed for this session' })

@@ -473,6 +473,27 @@ export class Agent implements vscode.Disposable {
     void vscode.window.showInformationMessage(`agent-ls: ${text}`, { detail, modal: false });
   }
 
+  async mcpServers(): Promise<void> {
+    type Server = { name: string; source: string; state: string; tools: string[]; error?: string };
+    const r = await this.command<{ servers: Server[]; problems?: string[] }>('agent.mcp');
+    if (!r) {
+      return;
+    }
+    const items: vscode.QuickPickItem[] = r.servers.map((s) => ({
+      label: `${s.state === 'failed' ? '$(error)' : s.state === 'ready' ? '$(check)' : '$(circle-outline)'} ${s.name}`,
+      description: `${s.state} · ${s.source}${s.tools.length ? ` · ${s.tools.length} tools` : ''}`,
+      detail: s.error ?? (s.tools.join(', ') || undefined),
+    }));
+    for (const problem of r.problems ?? []) {
+      items.push({ label: '$(warning) config problem', detail: problem });
+    }
+    if (!items.length) {
+      void vscode.window.showInformationMessage('agent-ls: no MCP servers configured.');
+      return;
+    }
+    await vscode.window.showQuickPick(items, { title: 'Agent: MCP Servers', matchOnDetail: true });
+  }
+
   async clearGrants(): Promise<void> {
     const r = await this.command<{ cleared: number }>('agent.clearGrants');
     if (r) {
@@ -593,6 +614,7 @@ export async function activate(ctx: vscode.ExtensionContext): Promise<Agent> {
     vscode.commands.registerCommand('agentLs.clearGrants', () => a.clearGrants()),
     vscode.commands.registerCommand('agentLs.remember', () => a.remember()),
     vscode.commands.registerCommand('agentLs.undo', () => a.undo()),
+    vscode.commands.registerCommand('agentLs.mcpServers', () => a.mcpServers()),
     vscode.commands.registerCommand('agentLs.restart', () => a.restart()),
     vscode.workspace.onDidChangeConfiguration((e) => a.settingsChanged(e)),
   );

@@ -624,6 +624,43 @@ function M.status(cb)
   end)
 end
 
+--- Show the MCP servers: source, state, tools, and a failed server's error.
+function M.mcp(cb)
+  M.exec('agent.mcp', nil, function(err, r)
+    if err or type(r) ~= 'table' then
+      util.notify('mcp: ' .. (err and err.message or 'no answer'), vim.log.levels.ERROR)
+      return
+    end
+    local servers = type(r.servers) == 'table' and r.servers or {}
+    local lines = {}
+    if #servers == 0 then
+      lines[1] = 'No MCP servers configured.'
+    end
+    for _, s in ipairs(servers) do
+      local tools = type(s.tools) == 'table' and s.tools or {}
+      lines[#lines + 1] = ('%s [%s] %s%s'):format(s.name or '?', s.source or '?', s.state or '?',
+        #tools > 0 and (' · %d tools'):format(#tools) or '')
+      if type(s.error) == 'string' then
+        lines[#lines + 1] = '  error: ' .. s.error
+      end
+      for _, t in ipairs(tools) do
+        lines[#lines + 1] = '  ' .. t
+      end
+    end
+    for _, p in ipairs(type(r.problems) == 'table' and r.problems or {}) do
+      lines[#lines + 1] = 'problem: ' .. p
+    end
+    local failed = false
+    for _, s in ipairs(servers) do
+      failed = failed or s.state == 'failed'
+    end
+    util.notify(table.concat(lines, '\n'), failed and vim.log.levels.WARN or nil)
+    if cb then
+      cb(err, r)
+    end
+  end)
+end
+
 function M.clear_grants()
   M.exec('agent.clearGrants', nil, function(err, r)
     if r then
