@@ -143,8 +143,9 @@ def test_parse_errors_ask_as_opaque(command: str) -> None:
         "source ./env.sh",
         ". ./env.sh",
         "exec ls",
-        "bash -c 'ls'",
-        "sh -c ls",
+        "bash -ic 'ls'",
+        'sh -c "$CMD"',
+        "fish -c ls",
         "python3 -c 'print(1)'",
         "node -e 'x'",
         "perl -ne 'print'",
@@ -222,6 +223,7 @@ def test_inline_assignment_keeps_the_decision_and_argv_drops_quotes() -> None:
         argv=("grep", "-n", "foo bar", "x y", "z"),
         decision="allow",
         reasons=("grep is read-only",),
+        expanded=(("grep",), ("-n",), ("foo bar",), ("x y",), ("z",)),
     )
 
 

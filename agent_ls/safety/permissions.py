@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
     from agent_ls.ports.editor import EditorPort
 
+
 @dataclass(slots=True)
 class Permissions:
     """The permission state of one session."""

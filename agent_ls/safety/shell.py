@@ -36,7 +36,9 @@ from agent_ls.safety.shell_rules import (
     is_known_command,
     judge,
     sensitive_env,
+    transparent_script,
 )
+from agent_ls.safety.shell_words import expand_word, join_continuations
 
 __all__ = ["SimpleCommand", "Verdict", "classify"]
 
@@ -54,6 +56,9 @@ class SimpleCommand:
     argv: tuple[str, ...]  # name + arguments with quotes removed where statically known
     decision: Decision
     reasons: tuple[str, ...]
+    # Per argv word: what bash expands it to (`~`, `$HOME`, braces), None when only known at
+    # run time, () when it is not a path at all (the script of `bash -c`).
+    expanded: tuple[tuple[str, ...] | None, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,13 +97,18 @@ def _classify(command: str, depth: int) -> Verdict:
         return Verdict("ask", [f"the command contains {why}: {_OPAQUE}"], [], True)
     src = command.encode("utf-8", "surrogateescape")
     root = _parse(src).root_node
+    if b"\\\n" in src:  # bash joins `tr\<newline>uncate` into one word; tree-sitter splits it
+        joined = join_continuations(src, _kept_continuations(root))
+        if joined != src:
+            src = joined
+            root = _parse(src).root_node
     w = _Walker(src, depth)
     try:
         if root.has_error:
             bad = _first_error(root) or root
             near = f"missing {bad.type}" if bad.is_missing else f"near {w.text(bad)[:40]!r}"
             w.flag(bad, f"the command could not be parsed ({near})")
-        if _hidden_continuation(command):
+        if _hidden_continuation(src.decode("utf-8", "surrogateescape")):
             w.flag(root, "a line continuation after `$` hides an expansion")
         w.walk(root, ())
         if w.arithmetic and w.runtime_data:
@@ -159,8 +169,16 @@ class _Walker:
     def text(self, node: Node, end: int | None = None) -> str:
         return self.src[node.start_byte : max(node.end_byte, end or 0)].decode("utf-8", "replace")
 
-    def record(self, node: Node, text: str, name: str, argv: tuple[str, ...], j: Judgement) -> None:
-        cmd = SimpleCommand(text, name, argv, j.decision, tuple(j.reasons))
+    def record(
+        self,
+        node: Node,
+        text: str,
+        name: str,
+        argv: tuple[str, ...],
+        j: Judgement,
+        expanded: tuple[tuple[str, ...] | None, ...] = (),
+    ) -> None:
+        cmd = SimpleCommand(text, name, argv, j.decision, tuple(j.reasons), expanded)
         self.found.append((node.start_byte, cmd, j.opaque))
 
     def pseudo(self, node: Node, j: Judgement, text: str | None = None) -> None:
@@ -235,6 +253,12 @@ class _Walker:
             self.arithmetic = True
         if t == "for_statement" and node.child_by_field_name("value") is not None:
             self.runtime_data = True
+        if t in ("for_statement", "select_statement"):
+            var = node.child_by_field_name("variable")
+            why = sensitive_env(self.text(var), None) if var is not None else None
+            if var is not None and why is not None:
+                j = Judgement().add("ask", f"the loop {why}")
+                self.pseudo(var, j, f"for {self.text(var)} in ...")
         if t == "command":
             self.simple(node, inherited, None)
         elif t == "redirected_statement":
@@ -297,15 +321,31 @@ class _Walker:
         self.arithmetic = self.arithmetic or head.value == "let"
         self.runtime_data = self.runtime_data or head.value in ("read", "mapfile", "readarray")
         words = [head, *(self.word(a) for a in args)]
-        j = Judgement().add("ask", problem, True) if problem else judge(words, self.ctx)
+        expanded = [expand_word(w.raw) for w in words]
+        inner = None if problem else transparent_script(words)
+        if inner is not None and self.ctx.depth < 8:
+            index = inner[0]
+            expanded[index] = ()  # the script is judged as commands below, not as a path
+            j = judge(words, self.ctx.spliced())
+        else:
+            inner = None
+            j = Judgement().add("ask", problem, True) if problem else judge(words, self.ctx)
         for e in effects:
             j.add(*e)
         name = "" if problem else head.value or ""
-        self.record(node, self.text(node, own_end), name, tuple(w.shown for w in words), j)
+        argv = tuple(w.shown for w in words)
+        self.record(node, self.text(node, own_end), name, argv, j, tuple(expanded))
+        if inner is not None:
+            verdict = _classify(inner[1], self.ctx.depth + 1)
+            for cmd in verdict.commands:
+                self.found.append((node.start_byte, cmd, verdict.opaque))
+            if not verdict.commands and verdict.opaque:
+                self.flag(node, "; ".join(verdict.reasons))
 
     def assignment(self, node: Node) -> list[Effect]:
         name_node, value = node.child_by_field_name("name"), node.child_by_field_name("value")
         name = self.text(name_node) if name_node is not None else ""
+        name = name.split("[", 1)[0]  # BASH_CMDS[ls]=./ls
         if value is None:
             return []
         self.walk(value, ())
@@ -323,17 +363,40 @@ class _Walker:
     def declaration(self, node: Node, inherited: tuple[Effect, ...]) -> None:
         keyword = node.children[0].type if node.children else "declare"
         effects, argv = list(inherited), [keyword]
+        nameref = False
         for c in node.named_children:
             if c.type == "variable_assignment":
                 effects += self.assignment(c)
                 argv.append(self.text(c))
+                if nameref:
+                    effects += self.nameref(c)
                 continue
             self.walk(c, ())
             argv.append(self.word(c).shown)
-            if keyword == "export" and self.word(c).known == "-f":
+            flag = self.word(c).known or ""
+            if keyword == "export" and flag == "-f":
                 effects.append(("ask", "export -f passes shell functions to child shells", True))
+            if keyword != "export" and re.fullmatch(r"-[a-zA-Z]*n[a-zA-Z]*", flag):
+                nameref = True
+            elif nameref and c.type in ("variable_name", "word"):
+                why = f"{keyword} -n makes {self.text(c)} a reference to a variable named later"
+                effects.append(("ask", f"{why} (PATH, IFS, ...: it can change what runs)", False))
         j = _judgement(effects, f"{keyword} only sets shell variables")
         self.record(node, self.text(node), keyword, tuple(argv), j)
+
+    def nameref(self, node: Node) -> list[Effect]:
+        """`declare -n p=PATH`: assigning p later assigns PATH."""
+        name_node, value = node.child_by_field_name("name"), node.child_by_field_name("value")
+        name = self.text(name_node) if name_node is not None else "?"
+        target = self.word(value).known if value is not None else None
+        if target is None:
+            return [
+                ("ask", f"{name} becomes a reference to a variable only known at run time", True)
+            ]
+        if sensitive_env(target.split("[", 1)[0], None) is not None:
+            why = f"makes {name} a reference to {target}, which changes what programs run or how"
+            return [("ask", why, False)]
+        return []
 
     def redirected(self, node: Node, inherited: tuple[Effect, ...]) -> None:
         body = node.child_by_field_name("body")
@@ -458,6 +521,25 @@ def _judgement(effects: list[Effect] | tuple[Effect, ...], allow: str = "") -> J
 
 def _unescape(m: re.Match[str]) -> str:
     return "" if m.group(1) == "\n" else m.group(1)  # backslash-newline joins lines
+
+
+def _kept_continuations(root: Node) -> list[tuple[int, int]]:
+    """Where bash keeps a backslash-newline as it is: single quotes, `$'...'`, comments and
+    the bodies of quoted here-documents."""
+    kept: list[tuple[int, int]] = []
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        if n.type in ("raw_string", "ansi_c_string", "comment"):
+            kept.append((n.start_byte, n.end_byte))
+            continue
+        if n.type == "heredoc_redirect":
+            start = next((c for c in n.children if c.type == "heredoc_start"), None)
+            quoted = start is not None and any(q in (start.text or b"") for q in b"'\"\\")
+            if quoted:
+                kept += [(c.start_byte, c.end_byte) for c in n.children if c.type == "heredoc_body"]
+        stack.extend(n.children)
+    return kept
 
 
 def _first_error(node: Node) -> Node | None:
