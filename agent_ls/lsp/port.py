@@ -56,6 +56,7 @@ class EditorHost(Protocol):
 
     def current_text(self, path: Path) -> tuple[str | None, int | None]: ...
 
+
 log = logging.getLogger(__name__)
 
 ALLOW, ALLOW_SESSION, DENY = "Allow", "Allow for this session", "Deny"

@@ -116,8 +116,13 @@ class Permissions:
     def clear_grants(self) -> None:
         self.grants.clear()
 
-    async def ask(self, port: EditorPort, message: str, grant: str | None) -> bool:
-        """Ask the user; remember ``grant`` when they allow it for the session."""
+    async def ask(
+        self, port: EditorPort, message: str, grant: str | None, reasons: Sequence[str] = ()
+    ) -> bool:
+        """Ask the user; remember ``grant`` when they allow it for the session.
+
+        ``reasons`` are the question's reasons, one by one, for callers that record questions
+        instead of asking them (``agent-ls check-command``)."""
         decision = await port.confirm(ConfirmRequest(message=message, grant=grant))
         if decision is Decision.ALLOW_SESSION and grant:
             self.grant(grant)

@@ -73,6 +73,10 @@ class Verdict:
         return {"decision": self.decision, "reasons": list(self.reasons)}
 
 
+# tree-sitter-bash splits words at CR, VT and FF; bash does not (`echo a\r#; rm x` runs rm).
+# The parser reads them as a plain word character (same length, so offsets stay); the text
+# shown and judged is always the original.
+_NOT_BLANKS = bytes.maketrans(b"\r\v\f", b"\x01\x01\x01")
 _LOCK = threading.Lock()
 _PARSER: tree_sitter.Parser | None = None
 MAX_LENGTH = 100_000
@@ -96,12 +100,12 @@ def _classify(command: str, depth: int) -> Verdict:
         why = "a NUL byte" if "\x00" in command else "more text than is analysed"
         return Verdict("ask", [f"the command contains {why}: {_OPAQUE}"], [], True)
     src = command.encode("utf-8", "surrogateescape")
-    root = _parse(src).root_node
+    root = _parse(src.translate(_NOT_BLANKS)).root_node
     if b"\\\n" in src:  # bash joins `tr\<newline>uncate` into one word; tree-sitter splits it
         joined = join_continuations(src, _kept_continuations(root))
         if joined != src:
             src = joined
-            root = _parse(src).root_node
+            root = _parse(src.translate(_NOT_BLANKS)).root_node
     w = _Walker(src, depth)
     try:
         if root.has_error:

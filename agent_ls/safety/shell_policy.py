@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from agent_ls.safety.paths import is_secret_like, sensitive_reason
-from agent_ls.safety.rules import command_words
+from agent_ls.safety.paths import holds_credential_stores, secret_kind, sensitive_reason
+from agent_ls.safety.rules import command_words, unwrapped
+from agent_ls.safety.shell_words import expand_word
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -60,6 +61,9 @@ class ShellScope(Protocol):
     @property
     def named_paths(self) -> set[Path]: ...
 
+    @property
+    def readable_paths(self) -> set[Path]: ...
+
 
 _REDIRECT_REASON = re.compile(
     r"^(?:redirects|appends) output to (?P<target>.+?)(?P<dyn>, a file named by an expansion)?$"
@@ -71,11 +75,25 @@ _EFFECT_REASON = re.compile(
 )
 _HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "-"})
 _DYNAMIC = re.compile(r"[$`]|^['\"]|<\(|>\(")
-# Commands whose path arguments are not read for their content: no secret-read question.
+# Commands whose arguments are not files read for their content: no read question.
 _NOT_READING = frozenset(
     """echo printf ls cd pushd popd pwd test [ [[ stat du df file type which command realpath
-    readlink dirname basename wc touch mkdir rm rmdir ln chmod chown chgrp""".split()  # noqa: SIM905
+    readlink dirname basename wc touch mkdir rm rmdir ln chmod chown chgrp tr seq expr sleep
+    kill pkill pgrep pidof date id whoami uname nproc true false : export local declare typeset
+    readonly unset alias hash umask wait jobs exit return break continue shift trap set let
+    getconf locale arch tty uptime free ps printenv groups logname users who w cal help whereis
+    mkfifo mktemp unlink""".split()  # noqa: SIM905
 )
+# Commands whose first operand is a pattern or a program, not a file (unless -e / -f gives it).
+_PATTERN_FIRST = frozenset(
+    "grep egrep fgrep rg ag ack sed awk gawk mawk nawk jq yq xmllint".split()  # noqa: SIM905
+)
+_PATTERN_OPTIONS = ("-e", "-f", "--regexp", "--file", "--expression", "--source", "--from-file")
+# Device files any program may read: never a question.
+_HARMLESS_READS = frozenset(
+    {"/dev/null", "/dev/zero", "/dev/random", "/dev/urandom", "/dev/stdin", "/dev/tty", "-"}
+)
+MAX_GLOB_MATCHES = 200
 
 
 def is_effect_reason(reason: str) -> bool:
@@ -288,23 +306,142 @@ def _check_part(part: SimpleCommand, where: _Where, ctx: ShellScope) -> _PartChe
             _add(check.around, _target_reason(m.group("target"), where, ctx))
     for target in write_targets(part.argv):
         _add(check.targets, _target_reason(target, where, ctx))
-    if part.name and part.name.rpartition("/")[2] not in _NOT_READING:
-        for raw in part.argv[1:]:
-            _add(check.own, _secret_read(raw, where, ctx))
+    base = part.name.rpartition("/")[2]
+    if part.name and base not in _NOT_READING:
+        files = set(_file_operands(base, part.argv))
+        for index in range(1, len(part.argv)):
+            for reason in _read_reasons(part, index, index in files, where, ctx):
+                _add(check.own, reason)
     for raw in _input_redirects(part.text):
-        _add(check.around, _secret_read(raw, where, ctx))
+        for path in expand_word(raw) or ():
+            for reason in _path_reasons(raw, path, True, where, ctx):
+                _add(check.around, reason)
+    _add(check.around, _git_elsewhere(part, where, ctx))
     return check
 
 
-def _secret_read(raw: str, where: _Where, ctx: ShellScope) -> str | None:
-    if raw.startswith("-") or _DYNAMIC.search(raw):
+def _file_operands(name: str, argv: Sequence[str]) -> list[int]:
+    """Indices of the words that name files the command reads (best effort)."""
+    operands = [i for i, a in enumerate(argv) if i and (a == "-" or not a.startswith("-"))]
+    if "--" in argv:
+        cut = argv.index("--")
+        operands = [i for i in operands if i < cut] + list(range(cut + 1, len(argv)))
+    if name == "find":  # the roots, before the first test or action
+        roots = []
+        for i in range(1, len(argv)):
+            if argv[i].startswith(("-", "(", "!")):
+                break
+            roots.append(i)
+        return roots
+    if name in _PATTERN_FIRST and operands:
+        given = any(a.startswith(_PATTERN_OPTIONS) for a in argv[1:])
+        return operands if given else operands[1:]
+    return operands
+
+
+def _word_paths(part: SimpleCommand, index: int) -> tuple[str, ...] | None:
+    """What the word expands to (`~`, `$HOME`, braces); None when only known at run time."""
+    if index < len(part.expanded):
+        return part.expanded[index]
+    raw = part.argv[index]
+    return None if _DYNAMIC.search(raw) else (raw,)
+
+
+def _read_reasons(
+    part: SimpleCommand, index: int, is_file: bool, where: _Where, ctx: ShellScope
+) -> list[str]:
+    raw = part.argv[index]
+    if raw.startswith("-"):
+        return []
+    reasons: list[str] = []
+    for path in _word_paths(part, index) or ():
+        for reason in _path_reasons(raw, path, is_file, where, ctx):
+            if reason not in reasons:
+                reasons.append(reason)
+    return reasons
+
+
+def _globbed(path: str, where: _Where) -> list[str]:
+    """The files a glob matches now (bash expands it the same way when it runs), else itself."""
+    if not re.search(r"(?<!\\)[*?\[]", path):
+        return [path]
+    import glob
+
+    pattern = path if os.path.isabs(path) or where.cwd is None else str(where.cwd / path)
+    matches = sorted(glob.glob(pattern))[:MAX_GLOB_MATCHES]
+    return matches or [path]
+
+
+def _named(path: Path, ctx: ShellScope) -> bool:
+    """The user named this path, or a folder above it, in the prompt."""
+    return path in ctx.named_paths or any(
+        path.is_relative_to(n) for n in ctx.named_paths if n != path and n.is_dir()
+    )
+
+
+def _path_reasons(raw: str, path: str, is_file: bool, where: _Where, ctx: ShellScope) -> list[str]:
+    """Why reading ``path`` (the word ``raw`` as typed, expanded) needs the user's say-so."""
+    if path in _HARMLESS_READS or path.startswith("/dev/fd/") or path.startswith("-"):
+        return []
+    reasons: list[str] = []
+    for one in _globbed(path, where):
+        resolved = where.resolve(one)
+        shown = raw if one == raw else f"{raw} ({one})"
+        named = resolved is not None and _named(resolved, ctx)
+        kind = secret_kind(Path(one)) or (secret_kind(resolved) if resolved else None)
+        outside = (
+            is_file
+            and resolved is not None
+            and not named
+            and not ctx.workspace.contains(resolved)
+            and not any(resolved.is_relative_to(f) for f in ctx.readable_paths)
+        )
+        where_ = ", outside the workspace," if outside else ","
+        if kind and not named:
+            reasons.append(f"reads {shown}{where_} which looks like a secret: {kind}")
+        elif resolved is not None and holds_credential_stores(resolved) and not named:
+            reasons.append(
+                f"reads everything under {shown}{where_} which holds credential stores "
+                "(~/.ssh, ~/.aws, ~/.config/gh, ...)"
+            )
+        elif outside:
+            reasons.append(f"reads {shown}, outside the workspace")
+    return list(dict.fromkeys(reasons))
+
+
+def _repo_root(path: Path) -> Path | None:
+    for folder in (path, *path.parents):
+        if (folder / ".git").exists():
+            return folder
+    return None
+
+
+def _git_elsewhere(part: SimpleCommand, where: _Where, ctx: ShellScope) -> str | None:
+    """git run in another repository (``-C ../other``, ``cd vendor/lib && git status``) runs
+    that repository's hooks and ``core.fsmonitor``: a question, each time."""
+    argv = next((a for a in unwrapped(part.argv) if a and a[0].rpartition("/")[2] == "git"), None)
+    if argv is None:
         return None
-    resolved = where.resolve(raw)
-    if not (is_secret_like(Path(raw)) or (resolved is not None and is_secret_like(resolved))):
+    folder = where.cwd
+    i = 1
+    while i < len(argv):
+        v = argv[i]
+        if v == "-C" and i + 1 < len(argv):
+            folder = _Where(folder).resolve(argv[i + 1]) if argv[i + 1] else folder
+            i += 2
+        elif v in ("-c", "--namespace", "--super-prefix", "--config-env", "--exec-path"):
+            i += 2
+        elif v.startswith("-"):
+            i += 1
+        else:
+            break
+    why = "its hooks and config (core.fsmonitor, ...) can run code"
+    if folder is None:
+        return f"git runs in a folder only known when it runs, maybe another repository: {why}"
+    theirs = _repo_root(folder)
+    if theirs is None or theirs == _repo_root(ctx.workspace.root):
         return None
-    if resolved is not None and resolved in ctx.named_paths:
-        return None  # the user named it in the prompt
-    return f"reads {raw}, which looks like a secret (environment file, key or credentials)"
+    return f"git runs in the repository {theirs}, not the workspace's own: {why}"
 
 
 def _input_redirects(text: str) -> list[str]:
@@ -360,7 +497,7 @@ async def authorize_command(command: str, ctx: ShellScope) -> str | None:
             "It can only be allowed once: what cannot be analysed is never granted for the "
             "session."
         )
-        if await perms.ask(ctx.port, message, grant=None):
+        if await perms.ask(ctx.port, message, grant=None, reasons=reasons):
             return None
         return "The user denied running this command; it was not run."
 
@@ -384,7 +521,7 @@ async def authorize_command(command: str, ctx: ShellScope) -> str | None:
         grantable = bool(own) and not rule_ask and not targets
         grant = perms.shell_grant_for(argv) if grantable else None
         message = _dialog(line, part.text, words, own, around, targets, grant, compound, rule_ask)
-        if not await perms.ask(ctx.port, message, grant=grant):
+        if not await perms.ask(ctx.port, message, grant=grant, reasons=own + around + targets):
             return f"The user denied `{part.text}`; the command was not run."
         answered.update(around + targets)
         answered.update(f"{words}: {r}" for r in own)
@@ -422,7 +559,9 @@ def _dialog(
         lines.append("It can only be allowed once: a permission rule asks for it every time.")
     else:
         kinds = []
-        if any(not r.startswith(("sets ", "reads ")) for r in around):
+        if any(r.startswith("git runs") for r in around):
+            kinds.append("git in another repository")
+        if any(not r.startswith(("sets ", "reads ", "git runs")) for r in around):
             kinds.append("redirections to files")
         if any(r.startswith("sets ") for r in around):
             kinds.append("sensitive variables")
