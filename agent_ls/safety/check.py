@@ -17,8 +17,8 @@ from agent_ls.ports.editor import (
     Buffer,
     ConfirmRequest,
     Decision,
-    EditOutcome,
     EditorPort,
+    EditOutcome,
     EditProposal,
     Unsupported,
 )
