@@ -94,9 +94,8 @@ async def test_a_nameref_to_path_is_asked_before_the_workspace_ls_runs(workspace
     assert not (workspace / "hijacked").exists()
 
 
-async def test_git_in_a_nested_repository_is_asked_before_its_fsmonitor_runs(
-    workspace: Path,
-) -> None:
+def nested_repository_with_fsmonitor(workspace: Path) -> Path:
+    """vendor/lib, its own repository, whose core.fsmonitor touches a marker; the marker."""
     subprocess.run(["git", "init", "-q", str(workspace)], check=True)
     nested = workspace / "vendor" / "lib"
     nested.mkdir(parents=True)
@@ -106,6 +105,13 @@ async def test_git_in_a_nested_repository_is_asked_before_its_fsmonitor_runs(
     hook.write_text(f"#!/bin/sh\ntouch '{marker}'\n")
     hook.chmod(0o755)
     subprocess.run(["git", "-C", str(nested), "config", "core.fsmonitor", str(hook)], check=True)
+    return marker
+
+
+async def test_git_in_a_nested_repository_is_asked_before_its_fsmonitor_runs(
+    workspace: Path,
+) -> None:
+    marker = nested_repository_with_fsmonitor(workspace)
     script = shell_script("cd vendor/lib && git status")
     async with editor(workspace, script=script, init_options=OFF) as ed:
         ed.answers = ["Deny"]
