@@ -52,6 +52,7 @@ class EditorSim:
     diagnostics_provider: Callable[[str | None], list[dict[str, Any]]] | None = None
     saved: list[str] = field(default_factory=list)
     lazy_changes: bool = False  # apply edits to buffers but send no didChange (like eglot)
+    fail_edits: list[str] = field(default_factory=list)  # fail the next edits with these reasons
 
     # -- buffers ---------------------------------------------------------------------------
 
@@ -120,6 +121,10 @@ class EditorSim:
 
     def _apply(self, params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
         self.edit_requests.append(params)
+        if self.fail_edits:  # the editor fails it (read-only file, ...): not the user's choice
+            return types.ApplyWorkspaceEditResult(
+                applied=False, failure_reason=self.fail_edits.pop(0)
+            )
         any_applied = False
         for file_edits in collect(params.edit):
             path = uri_to_path(file_edits.uri)
