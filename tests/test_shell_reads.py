@@ -257,3 +257,41 @@ async def test_a_wrapped_command_asks_as_itself_once(tmp_path: Path) -> None:
     assert question.grant == "run_shell(touch a.txt)"
     assert await authorize_command("sh -c 'touch a.txt'", ctx) is None  # the grant covers it
     assert len(port.asked) == 1
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        'echo "$(< ~/.ssh/id_rsa)"',
+        "cat<~/.ssh/id_rsa",
+        "x=$(<~/.aws/credentials)",
+        "while read l; do echo $l; done < ~/.netrc",
+        "{ cat; } < .env",
+        "[ -s x ] < .env",
+    ],
+)
+async def test_every_input_redirection_is_a_read(tmp_path: Path, command: str) -> None:
+    ctx, port = make_ctx(tmp_path)
+    assert await authorize_command(command, ctx) is not None
+    assert "looks like a secret" in port.asked[0].message
+
+
+async def test_xargs_reads_the_files_the_line_names(tmp_path: Path) -> None:
+    ctx, port = make_ctx(tmp_path)
+    asked = {
+        "echo ~/.ssh/id_rsa | xargs cat": "the SSH keys folder",
+        "cat list.txt | xargs cat": "known only when it runs",
+        "xargs -a list.txt cat": "the files named in list.txt",
+        "xargs cat < list.txt": "the files named in list.txt",
+    }
+    for command, words in asked.items():
+        assert await authorize_command(command, ctx) is not None, command
+        assert words in port.asked[-1].message, port.asked[-1].message
+    for command in (
+        "find . -name '*.py' | xargs grep -n TODO",
+        "git ls-files | xargs wc -l",
+        "find . -type f | sort | xargs head -1",
+        "echo a b | xargs -n1 echo",
+    ):
+        assert await authorize_command(command, ctx) is None, command
+    assert len(port.asked) == len(asked)

@@ -41,7 +41,19 @@ SENSITIVE_NAMES = {
     "CLAUDE.local.md",
 }
 _SENSITIVE_LOWER = {n.lower() for n in SENSITIVE_NAMES}
-SENSITIVE_SUFFIXES = (".pem", ".key", ".p12", ".pfx", ".keystore", ".jks", ".asc", ".gpg")
+SENSITIVE_SUFFIXES = (
+    ".pem",
+    ".key",
+    ".p12",
+    ".pfx",
+    ".keystore",
+    ".jks",
+    ".asc",
+    ".gpg",
+    ".ppk",
+    ".kdbx",
+    ".p8",
+)
 _SECRET_NAMES = {
     "id_rsa": "a private SSH key",
     "id_ed25519": "a private SSH key",
@@ -62,7 +74,21 @@ _SECRET_NAMES = {
     "secrets.yml": "a secrets file",
     "secrets.yaml": "a secrets file",
     "secrets.json": "a secrets file",
+    "credentials": "a credentials file",
+    "credentials.json": "a credentials file",
+    "credentials.yml": "a credentials file",
+    "credentials.yaml": "a credentials file",
+    ".dockercfg": "Docker registry credentials (.dockercfg)",
+    ".bash_history": "shell history (commands typed with passwords and tokens)",
+    ".zsh_history": "shell history (commands typed with passwords and tokens)",
+    ".python_history": "Python history",
+    ".psql_history": "PostgreSQL history",
+    ".mysql_history": "MySQL history",
 }
+_SECRET_PATTERNS = (
+    (re.compile(r".*service[-_]?account.*\.json"), "a cloud service-account key"),
+    (re.compile(r"client_secret.*\.json"), "an OAuth client secret"),
+)
 # Credential stores under the home directory: the store itself and everything in it.
 CREDENTIAL_STORES = {
     ".ssh": "the SSH keys folder ~/.ssh",
@@ -175,6 +201,9 @@ def secret_kind(path: Path) -> str | None:
         return _SECRET_NAMES[lower]
     if re.fullmatch(r"id_[a-z0-9_-]+", lower):
         return f"a private key ({path.name})"
+    for pattern, what in _SECRET_PATTERNS:
+        if pattern.fullmatch(lower):
+            return f"{what} ({path.name})"
     return None
 
 

@@ -59,6 +59,8 @@ class SimpleCommand:
     # Per argv word: what bash expands it to (`~`, `$HOME`, braces), None when only known at
     # run time, () when it is not a path at all (the script of `bash -c`).
     expanded: tuple[tuple[str, ...] | None, ...] = ()
+    # Files read through an input redirection (`< f`, `$(< f)`, `done < f`), as written.
+    reads: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +160,7 @@ _LEAVES = frozenset(
 _TEXT_CHECKED = frozenset({"word", "raw_string", "string_content", "regex", "extglob_pattern"})
 _SUBSCRIPT_RE = re.compile(r"\[[^\]]*(\$\(|`)")
 _ARITH_RE = re.compile(r"\(\(|\[\[.*\s-(eq|ne|lt|le|gt|ge)\s", re.S)
+_INPUT = "\x00input:"  # marks an Effect that records a file read, not a judgement
 _WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
 _HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "-"})
 
@@ -181,13 +184,16 @@ class _Walker:
         argv: tuple[str, ...],
         j: Judgement,
         expanded: tuple[tuple[str, ...] | None, ...] = (),
+        reads: tuple[str, ...] = (),
     ) -> None:
-        cmd = SimpleCommand(text, name, argv, j.decision, tuple(j.reasons), expanded)
+        cmd = SimpleCommand(text, name, argv, j.decision, tuple(j.reasons), expanded, reads)
         self.found.append((node.start_byte, cmd, j.opaque))
 
-    def pseudo(self, node: Node, j: Judgement, text: str | None = None) -> None:
+    def pseudo(
+        self, node: Node, j: Judgement, text: str | None = None, reads: tuple[str, ...] = ()
+    ) -> None:
         """A finding on a construct that is not a simple command (name "", no argv)."""
-        self.record(node, text or self.text(node), "", (), j)
+        self.record(node, text or self.text(node), "", (), j, reads=reads)
 
     def flag(self, node: Node, why: str, decision: Decision = "ask", text: str = "") -> None:
         self.pseudo(node, Judgement().add(decision, why, decision == "ask"), text or None)
@@ -276,7 +282,7 @@ class _Walker:
                 self.assignment(node) if t == "variable_assignment" else self.redirect(node)[0]
             )
             if effects:
-                self.pseudo(node, _judgement(effects))
+                self.pseudo(node, _judgement(effects), reads=_reads(effects))
         elif t == "declaration_command":
             self.declaration(node, inherited)
         elif t in ("unset_command", "test_command"):
@@ -284,7 +290,8 @@ class _Walker:
                 self.walk(c, ())
             why = "unset only removes variables" if t == "unset_command" else "a test is read-only"
             argv = tuple(self.word(c).shown for c in node.children)
-            self.record(node, self.text(node), argv[0], argv, _judgement(inherited, why))
+            j = _judgement(inherited, why)
+            self.record(node, self.text(node), argv[0], argv, j, reads=_reads(inherited))
         elif t in ("command_substitution", "process_substitution"):
             for c in node.named_children:
                 self.walk(c, ())
@@ -318,7 +325,8 @@ class _Walker:
             self.walk(a, ())
         name_node = node.child_by_field_name("name")
         if name_node is None:
-            self.pseudo(node, _judgement(effects).add("ask", "a command without a name", True))
+            j = _judgement(effects).add("ask", "a command without a name", True)
+            self.pseudo(node, j, reads=_reads(effects))
             return
         self.walk(name_node, ())
         head, problem = self.command_name(name_node)
@@ -335,10 +343,12 @@ class _Walker:
             inner = None
             j = Judgement().add("ask", problem, True) if problem else judge(words, self.ctx)
         for e in effects:
-            j.add(*e)
+            if not e[1].startswith(_INPUT):
+                j.add(*e)
         name = "" if problem else head.value or ""
         argv = tuple(w.shown for w in words)
-        self.record(node, self.text(node, own_end), name, argv, j, tuple(expanded))
+        text = self.text(node, own_end)
+        self.record(node, text, name, argv, j, tuple(expanded), _reads(effects))
         if inner is not None:
             verdict = _classify(inner[1], self.ctx.depth + 1)
             for cmd in verdict.commands:
@@ -386,7 +396,7 @@ class _Walker:
                 why = f"{keyword} -n makes {self.text(c)} a reference to a variable named later"
                 effects.append(("ask", f"{why} (PATH, IFS, ...: it can change what runs)", False))
         j = _judgement(effects, f"{keyword} only sets shell variables")
-        self.record(node, self.text(node), keyword, tuple(argv), j)
+        self.record(node, self.text(node), keyword, tuple(argv), j, reads=_reads(effects))
 
     def nameref(self, node: Node) -> list[Effect]:
         """`declare -n p=PATH`: assigning p later assigns PATH."""
@@ -410,7 +420,8 @@ class _Walker:
             found, end = self.redirect(r)
             effects, own_end = effects + found, max(own_end, end)
         if body is None:
-            self.pseudo(node, _judgement(effects, "a redirection without a command"))
+            j = _judgement(effects, "a redirection without a command")
+            self.pseudo(node, j, reads=_reads(effects))
         elif body.type == "command":
             self.simple(body, inherited + tuple(effects), own_end)
         elif body.type == "pipeline":  # bash applies the redirection to the last stage only
@@ -434,6 +445,8 @@ class _Walker:
             return [
                 ("ask", f"the redirection opens a network connection ({target})", False)
             ], r.end_byte
+        if op == "<":  # a file read: recorded for the policy's path checks
+            return [("allow", _INPUT + w.raw, False)], r.end_byte
         if op not in _WRITE_OPS or target in _HARMLESS_TARGETS or (target or "x").isdigit():
             return [], r.end_byte
         verb = "appends output to" if op in (">>", "&>>") else "redirects output to"
@@ -517,10 +530,15 @@ class _Walker:
 def _judgement(effects: list[Effect] | tuple[Effect, ...], allow: str = "") -> Judgement:
     j = Judgement()
     for e in effects:
-        j.add(*e)
+        if not e[1].startswith(_INPUT):
+            j.add(*e)
     if allow and j.decision == "allow":
         j.add("allow", allow)
     return j
+
+
+def _reads(effects: list[Effect] | tuple[Effect, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(e[1][len(_INPUT) :] for e in effects if e[1].startswith(_INPUT)))
 
 
 def _unescape(m: re.Match[str]) -> str:

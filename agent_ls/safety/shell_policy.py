@@ -267,6 +267,7 @@ class _PartCheck:
     own: list[str] = field(default_factory=list)  # the command's own: allow rules, grants
     around: list[str] = field(default_factory=list)  # redirections, variables: asked each time
     targets: list[str] = field(default_factory=list)  # its own write targets: asked each time
+    cwd: Path | None = None  # where it runs
 
     @property
     def sticky(self) -> list[str]:
@@ -312,7 +313,7 @@ def _check_part(part: SimpleCommand, where: _Where, ctx: ShellScope) -> _PartChe
         for index in range(1, len(part.argv)):
             for reason in _read_reasons(part, index, index in files, where, ctx):
                 _add(check.own, reason)
-    for raw in _input_redirects(part.text):
+    for raw in part.reads:
         for path in expand_word(raw) or ():
             for reason in _path_reasons(raw, path, True, where, ctx):
                 _add(check.around, reason)
@@ -409,6 +410,85 @@ def _path_reasons(raw: str, path: str, is_file: bool, where: _Where, ctx: ShellS
     return list(dict.fromkeys(reasons))
 
 
+# Commands whose output names files in folders whose own words were judged (find's roots...).
+_LISTERS = frozenset("find fd fdfind ls git".split())  # noqa: SIM905
+_LIST_FLAGS = ("-l", "-L", "--files", "--files-with-matches", "--files-without-match")
+_XARGS_VALUES = frozenset(
+    [
+        "-I",
+        "-L",
+        "-n",
+        "-P",
+        "-s",
+        "-d",
+        "-E",
+        "-e",
+        "-a",
+        "--arg-file",
+        "--delimiter",
+        "--max-args",
+        "--max-procs",
+        "--max-lines",
+        "--replace",
+        "--eof",
+        "--max-chars",
+        "--process-slot-var",
+    ]
+)
+
+
+def _xargs_reader(part: SimpleCommand) -> tuple[str, list[str]] | None:
+    """``(program, arg files)`` when the part is ``xargs PROGRAM`` and PROGRAM reads files."""
+    argv = next((a for a in unwrapped(part.argv) if a and a[0] == "xargs"), None)
+    if argv is None:
+        return None
+    i, files = 1, []
+    while i < len(argv) and argv[i].startswith("-"):
+        if argv[i] in ("-a", "--arg-file") and i + 1 < len(argv):
+            files.append(argv[i + 1])
+        elif argv[i].startswith("--arg-file="):
+            files.append(argv[i].split("=", 1)[1])
+        i += 2 if argv[i] in _XARGS_VALUES else 1
+    program = argv[i].rpartition("/")[2] if i < len(argv) else "echo"
+    return (program, files) if program not in _NOT_READING else None
+
+
+def _check_xargs(checks: list[_PartCheck], ctx: ShellScope) -> None:
+    """``echo ~/.ssh/id_rsa | xargs cat``: the files xargs reads are the words of the other
+    commands of the line, or data only known when it runs."""
+    for check in checks:
+        found = _xargs_reader(check.part)
+        if found is None:
+            continue
+        program, files = found
+        sources = files + list(check.part.reads)
+        for source in sources:
+            _add(
+                check.own,
+                f"xargs {program} reads the files named in {source}, known only when it runs",
+            )
+        for other in checks:
+            part = other.part
+            base = part.name.rpartition("/")[2]
+            if other is check or not part.name:
+                continue
+            where = _Where(other.cwd)
+            if base in _NOT_READING:  # echo, printf, ls: their words become the file names
+                for index in range(1, len(part.argv)):
+                    for reason in _read_reasons(part, index, True, where, ctx):
+                        _add(check.own, f"xargs {program} {reason}")
+            elif (
+                base not in _LISTERS
+                and not (base in ("rg", "grep", "ag") and any(a in _LIST_FLAGS for a in part.argv))
+                and (_file_operands(base, part.argv) or part.reads)  # not a filter like sort
+            ):
+                _add(
+                    check.own,
+                    f"xargs {program} reads files named by the output of `{part.text}`, "
+                    "known only when it runs",
+                )
+
+
 def _repo_root(path: Path) -> Path | None:
     for folder in (path, *path.parents):
         if (folder / ".git").exists():
@@ -442,10 +522,6 @@ def _git_elsewhere(part: SimpleCommand, where: _Where, ctx: ShellScope) -> str |
     if theirs is None or theirs == _repo_root(ctx.workspace.root):
         return None
     return f"git runs in the repository {theirs}, not the workspace's own: {why}"
-
-
-def _input_redirects(text: str) -> list[str]:
-    return [m.group(2) for m in re.finditer(r"(?:^|\s)\d*<\s*(['\"]?)([^\s'\"<>|;&()]+)\1", text)]
 
 
 def _quote_block(command: str) -> str:
@@ -484,7 +560,9 @@ async def authorize_command(command: str, ctx: ShellScope) -> str | None:
     checks: list[_PartCheck] = []
     for part in verdict.commands:
         checks.append(_check_part(part, where, ctx))
+        checks[-1].cwd = where.cwd
         where.follow(part)
+    _check_xargs(checks, ctx)
     line = _quote_block(command)
 
     if verdict.opaque or not verdict.commands:
