@@ -295,3 +295,37 @@ async def test_xargs_reads_the_files_the_line_names(tmp_path: Path) -> None:
     ):
         assert await authorize_command(command, ctx) is None, command
     assert len(port.asked) == len(asked)
+
+
+@pytest.mark.parametrize(
+    ("command", "words"),
+    [
+        ("f=~/.ssh/id_rsa; cat $f", "the SSH keys folder"),
+        ('K=$HOME/.aws/credentials && cat "$K"', "the AWS credentials folder"),
+        ('for f in ~/.ssh/*; do cat "$f"; done', "the SSH keys folder"),
+        ("cat $'\\x2eenv'", "an environment file (.env)"),
+        ('cd "$HOME/.docker" && cat config.json', "the Docker registry credentials"),
+        ("f=$(cat list); cat $f", "known only when it runs"),
+        ('while read f; do cat "$f"; done < list', "known only when it runs"),
+        ("cat $(echo ~/.ssh/id_rsa)", "the SSH keys folder"),
+        ('cat "$GOOGLE_APPLICATION_CREDENTIALS"', "a credentials variable"),
+        ("grep -f x --file=~/.ssh/id_rsa y", "the SSH keys folder"),
+        ("git show HEAD:.env", "from the git history"),
+    ],
+)
+async def test_names_the_line_computes_are_judged(tmp_path: Path, command: str, words: str) -> None:
+    ctx, port = make_ctx(tmp_path)
+    assert await authorize_command(command, ctx) is not None
+    assert words in port.asked[0].message, port.asked[0].message
+
+
+async def test_names_the_line_computes_from_the_workspace_do_not_ask(tmp_path: Path) -> None:
+    ctx, port = make_ctx(tmp_path)
+    for command in (
+        'for f in *.py; do head -3 "$f"; done',
+        "wc -l $(git ls-files)",
+        "git show HEAD:README.md",
+        "d=src; cat $d/app.py",
+    ):
+        assert await authorize_command(command, ctx) is None, command
+    assert port.asked == []

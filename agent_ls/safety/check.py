@@ -89,7 +89,10 @@ async def check_command_async(
     """``{"decision": "allow"|"ask"|"deny", "reasons": [...]}`` for ``command`` in ``cwd``."""
     perms = _Recording(mode="default", rules=rules or PermissionRules())
     scope = _Scope(_Folder(cwd.resolve()), perms, _NoEditor())
-    refusal = await authorize_command(command, scope)
+    try:
+        refusal = await authorize_command(command, scope)
+    except Exception as exc:  # fail closed: a verdict the checker could not reach asks
+        return {"decision": "ask", "reasons": [f"the command could not be checked ({exc!r})"]}
     if refusal is not None:
         verdict = classify(command)
         reasons = verdict.reasons if verdict.decision == "deny" else [refusal]

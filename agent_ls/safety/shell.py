@@ -38,7 +38,7 @@ from agent_ls.safety.shell_rules import (
     sensitive_env,
     transparent_script,
 )
-from agent_ls.safety.shell_words import expand_word, join_continuations
+from agent_ls.safety.shell_words import assigned_value, expand_word, join_continuations
 
 __all__ = ["SimpleCommand", "Verdict", "classify"]
 
@@ -59,8 +59,9 @@ class SimpleCommand:
     # Per argv word: what bash expands it to (`~`, `$HOME`, braces), None when only known at
     # run time, () when it is not a path at all (the script of `bash -c`).
     expanded: tuple[tuple[str, ...] | None, ...] = ()
-    # Files read through an input redirection (`< f`, `$(< f)`, `done < f`), as written.
-    reads: tuple[str, ...] = ()
+    # Files read through an input redirection (`< f`, `$(< f)`, `done < f`): as written, and
+    # expanded as for `expanded`.
+    reads: tuple[tuple[str, tuple[str, ...] | None], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +173,14 @@ class _Walker:
         self.found: list[tuple[int, SimpleCommand, bool]] = []  # (start byte, command, opaque)
         self.arithmetic = False  # saw $((..)), ((..)), let or [[ -eq ]]
         self.runtime_data = False  # saw a value computed at run time (read, x=$(..), for .. in)
+        # Variables the line sets, with every value they may hold (None: only known at run time).
+        self.vars: dict[str, tuple[str, ...] | None] = {}
+
+    def bind(self, name: str, values: tuple[str, ...] | None) -> None:
+        if name in self.vars:
+            before = self.vars[name]
+            values = None if before is None or values is None else before + values
+        self.vars[name] = values
 
     def text(self, node: Node, end: int | None = None) -> str:
         return self.src[node.start_byte : max(node.end_byte, end or 0)].decode("utf-8", "replace")
@@ -186,7 +195,8 @@ class _Walker:
         expanded: tuple[tuple[str, ...] | None, ...] = (),
         reads: tuple[str, ...] = (),
     ) -> None:
-        cmd = SimpleCommand(text, name, argv, j.decision, tuple(j.reasons), expanded, reads)
+        inputs = tuple((raw, expand_word(raw, self.vars)) for raw in reads)
+        cmd = SimpleCommand(text, name, argv, j.decision, tuple(j.reasons), expanded, inputs)
         self.found.append((node.start_byte, cmd, j.opaque))
 
     def pseudo(
@@ -265,6 +275,13 @@ class _Walker:
             self.runtime_data = True
         if t in ("for_statement", "select_statement"):
             var = node.child_by_field_name("variable")
+            items = node.children_by_field_name("value")
+            values: list[str] | None = [] if items else None
+            for item in items:
+                expanded = expand_word(self.text(item), self.vars)
+                values = None if values is None or expanded is None else values + list(expanded)
+            if var is not None:
+                self.bind(self.text(var), tuple(values) if values is not None else None)
             why = sensitive_env(self.text(var), None) if var is not None else None
             if var is not None and why is not None:
                 j = Judgement().add("ask", f"the loop {why}")
@@ -333,7 +350,7 @@ class _Walker:
         self.arithmetic = self.arithmetic or head.value == "let"
         self.runtime_data = self.runtime_data or head.value in ("read", "mapfile", "readarray")
         words = [head, *(self.word(a) for a in args)]
-        expanded = [expand_word(w.raw) for w in words]
+        expanded = [expand_word(w.raw, self.vars) for w in words]
         inner = None if problem else transparent_script(words)
         if inner is not None and self.ctx.depth < 8:
             index = inner[0]
@@ -365,6 +382,8 @@ class _Walker:
         self.walk(value, ())
         v = self.word(value).value
         self.runtime_data = self.runtime_data or v is None
+        if name_node is not None and name_node.type == "variable_name":
+            self.bind(name, assigned_value(self.text(value), self.vars))
         effects: list[Effect] = []
         if (why := sensitive_env(name, v)) is not None:
             effects.append(("ask", why, False))
@@ -392,7 +411,7 @@ class _Walker:
                 effects.append(("ask", "export -f passes shell functions to child shells", True))
             if keyword != "export" and re.fullmatch(r"-[a-zA-Z]*n[a-zA-Z]*", flag):
                 nameref = True
-            elif nameref and c.type in ("variable_name", "word"):
+            elif nameref and c.type in ("variable_name", "word") and not flag.startswith("-"):
                 why = f"{keyword} -n makes {self.text(c)} a reference to a variable named later"
                 effects.append(("ask", f"{why} (PATH, IFS, ...: it can change what runs)", False))
         j = _judgement(effects, f"{keyword} only sets shell variables")

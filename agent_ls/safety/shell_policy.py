@@ -229,13 +229,22 @@ class _Where:
 
     def follow(self, part: SimpleCommand) -> None:
         if part.name in ("cd", "pushd"):
-            args = [a for a in part.argv[1:] if a not in ("-L", "-P", "-e", "-@", "--")]
-            if not args:
+            index = next(
+                (
+                    i
+                    for i, a in enumerate(part.argv)
+                    if i and a not in ("-L", "-P", "-e", "-@", "--")
+                ),
+                None,
+            )
+            if index is None:
                 self.cwd = Path.home() if part.name == "cd" else None
-            elif args[0] == "-" or _DYNAMIC.search(args[0]):
+                return
+            paths = part.expanded[index] if index < len(part.expanded) else (part.argv[index],)
+            if part.argv[index] == "-" or not paths or len(paths) != 1:
                 self.cwd = None
-            elif self.cwd is not None:
-                self.cwd = self.resolve(args[0])
+            elif self.cwd is not None or os.path.isabs(paths[0]):
+                self.cwd = self.resolve(paths[0])
         elif part.name == "popd":
             self.cwd = None
 
@@ -313,8 +322,8 @@ def _check_part(part: SimpleCommand, where: _Where, ctx: ShellScope) -> _PartChe
         for index in range(1, len(part.argv)):
             for reason in _read_reasons(part, index, index in files, where, ctx):
                 _add(check.own, reason)
-    for raw in part.reads:
-        for path in expand_word(raw) or ():
+    for raw, paths in part.reads:
+        for path in paths or ():
             for reason in _path_reasons(raw, path, True, where, ctx):
                 _add(check.around, reason)
     _add(check.around, _git_elsewhere(part, where, ctx))
@@ -352,9 +361,21 @@ def _read_reasons(
     part: SimpleCommand, index: int, is_file: bool, where: _Where, ctx: ShellScope
 ) -> list[str]:
     raw = part.argv[index]
-    if raw.startswith("-"):
-        return []
+    if raw.startswith("-"):  # `--file=~/.aws/credentials`: the value is a path too
+        _, eq, value = raw.partition("=")
+        paths = expand_word(value) if eq and value else None
+        kinds = [(p, secret_kind(Path(os.path.expanduser(p)))) for p in paths or ()]
+        return [f"reads {p} (in {raw}), which looks like a secret: {k}" for p, k in kinds if k]
+    if part.name.rpartition("/")[2] == "git" and re.match(r"^[^/:]*:[^/]", raw):
+        _, _, path = raw.partition(":")  # `git show HEAD:.env` reads it from history
+        kind = secret_kind(Path(path))
+        if kind:
+            return [f"reads {path} from the git history ({raw}), which looks like a secret: {kind}"]
     reasons: list[str] = []
+    paths = _word_paths(part, index)
+    named = re.search(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", raw)
+    if paths is None and named and _CREDENTIAL_VARIABLE.search(named.group(1)):
+        return [f"reads {raw}, a file named by a credentials variable only known when it runs"]
     for path in _word_paths(part, index) or ():
         for reason in _path_reasons(raw, path, is_file, where, ctx):
             if reason not in reasons:
@@ -450,22 +471,38 @@ def _xargs_reader(part: SimpleCommand) -> tuple[str, list[str]] | None:
             files.append(argv[i].split("=", 1)[1])
         i += 2 if argv[i] in _XARGS_VALUES else 1
     program = argv[i].rpartition("/")[2] if i < len(argv) else "echo"
-    return (program, files) if program not in _NOT_READING else None
+    return (f"xargs {program}", files) if program not in _NOT_READING else None
+
+
+_CREDENTIAL_VARIABLE = re.compile(r"CRED|SECRET|TOKEN|PASSW|AUTH|KEY", re.I)
+
+
+def _data_reader(part: SimpleCommand) -> tuple[str, list[str]] | None:
+    """``(program, [])`` when a reading command takes a file name only known when it runs
+    (``f=$(cat list); cat $f``, ``cat "$(cmd)"``): the line's other commands name it."""
+    base = part.name.rpartition("/")[2]
+    if not part.name or base in _NOT_READING or base == "xargs":
+        return None
+    for i in range(1, len(part.argv)):
+        raw = part.argv[i]
+        if i < len(part.expanded) and part.expanded[i] is None and re.search(r"[$`]", raw):
+            return (f"{base} {raw}", [])
+    return None
 
 
 def _check_xargs(checks: list[_PartCheck], ctx: ShellScope) -> None:
     """``echo ~/.ssh/id_rsa | xargs cat``: the files xargs reads are the words of the other
     commands of the line, or data only known when it runs."""
     for check in checks:
-        found = _xargs_reader(check.part)
+        found = _xargs_reader(check.part) or _data_reader(check.part)
         if found is None:
             continue
         program, files = found
-        sources = files + list(check.part.reads)
+        sources = files + [raw for raw, _ in check.part.reads]
         for source in sources:
             _add(
                 check.own,
-                f"xargs {program} reads the files named in {source}, known only when it runs",
+                f"{program} reads the files named in {source}, known only when it runs",
             )
         for other in checks:
             part = other.part
@@ -476,7 +513,7 @@ def _check_xargs(checks: list[_PartCheck], ctx: ShellScope) -> None:
             if base in _NOT_READING:  # echo, printf, ls: their words become the file names
                 for index in range(1, len(part.argv)):
                     for reason in _read_reasons(part, index, True, where, ctx):
-                        _add(check.own, f"xargs {program} {reason}")
+                        _add(check.own, f"{program} {reason}")
             elif (
                 base not in _LISTERS
                 and not (base in ("rg", "grep", "ag") and any(a in _LIST_FLAGS for a in part.argv))
@@ -484,7 +521,7 @@ def _check_xargs(checks: list[_PartCheck], ctx: ShellScope) -> None:
             ):
                 _add(
                     check.own,
-                    f"xargs {program} reads files named by the output of `{part.text}`, "
+                    f"{program} reads files named by the output of `{part.text}`, "
                     "known only when it runs",
                 )
 

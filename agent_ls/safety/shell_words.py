@@ -1,15 +1,19 @@
 """Shell words as bash expands them before a program sees them, for judging paths.
 
-Only the expansions that can be known without running anything: quote removal, ``~`` and
-``~user``, ``$HOME`` / ``${HOME}``, and brace expansion (``{a,b}``, ``{1..3}``). A word that
-needs anything else (another variable, a substitution) has no static expansion (None).
+Only the expansions that can be known without running anything: quote removal (``$'...'``
+decoded), ``~`` and ``~user``, ``$HOME`` / ``${HOME}``, variables the line itself set to known
+values (``f=~/.ssh/id_rsa; cat $f``, ``for f in a b``), and brace expansion (``{a,b}``,
+``{1..3}``). A word that needs anything else (another variable, a substitution) has no static
+expansion (None).
 Also the line continuations bash joins before it splits words.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 MAX_EXPANSIONS = 256
@@ -25,7 +29,7 @@ def home() -> str:
     return os.environ.get("HOME") or str(Path.home())
 
 
-def _variable(raw: str, i: int) -> tuple[str | None, int] | None:
+def _variable(raw: str, i: int, known: Mapping[str, str]) -> tuple[str | None, int] | None:
     """The value of the ``$NAME`` / ``${NAME}`` at ``raw[i]`` (a ``$``) and the index after it;
     None as the value when it is not known statically; None when it is a lone ``$``."""
     rest = raw[i + 1 :]
@@ -34,16 +38,59 @@ def _variable(raw: str, i: int) -> tuple[str | None, int] | None:
         name = rest[1:end] if end > 0 else ""
         if not _NAME.fullmatch(name):
             return None, len(raw)  # ${x:-y}, ${#x}, ${!x}: not static
-        return (home() if name in _HOME_VARS else None), i + 2 + end
+        return _value(name, known), i + 2 + end
     m = _NAME.match(rest)
     if m:
-        return (home() if m.group(0) in _HOME_VARS else None), i + 1 + m.end()
+        return _value(m.group(0), known), i + 1 + m.end()
     if rest[:1] and (rest[0].isdigit() or rest[0] in "@*#?$!-(`'\""):
         return None, len(raw)
     return None
 
 
-def _chars(raw: str) -> list[Char] | None:
+def _value(name: str, known: Mapping[str, str]) -> str | None:
+    if name in known:
+        return known[name]
+    return home() if name in _HOME_VARS else None
+
+
+_ANSI = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "f": "\f", "v": "\v"}
+_ANSI |= {"e": "\x1b", "E": "\x1b", "\\": "\\", "'": "'", '"': '"', "?": "?"}
+
+
+def _ansi_c(raw: str, i: int) -> tuple[str, int] | None:
+    """Decode the ``$'...'`` starting at ``raw[i]``; the text and the index after it."""
+    out: list[str] = []
+    k = i + 2
+    while k < len(raw):
+        c = raw[k]
+        if c == "'":
+            return "".join(out), k + 1
+        if c != "\\" or k + 1 >= len(raw):
+            out.append(c)
+            k += 1
+            continue
+        nxt = raw[k + 1]
+        if nxt in _ANSI:
+            out.append(_ANSI[nxt])
+            k += 2
+        elif nxt in "xuU":
+            width = {"x": 2, "u": 4, "U": 8}[nxt]
+            m = re.match(f"[0-9a-fA-F]{{1,{width}}}", raw[k + 2 :])
+            if not m:
+                return None
+            out.append(chr(int(m.group(0), 16)))
+            k += 2 + m.end()
+        elif nxt in "01234567":
+            m = re.match(r"[0-7]{1,3}", raw[k + 1 :])
+            assert m is not None
+            out.append(chr(int(m.group(0), 8) & 0xFF))
+            k += 1 + m.end()
+        else:
+            return None  # \c and friends: not worth guessing
+    return None
+
+
+def _chars(raw: str, known: Mapping[str, str]) -> list[Char] | None:
     out: list[Char] = []
     i, n = 0, len(raw)
     while i < n:
@@ -68,7 +115,7 @@ def _chars(raw: str) -> list[Char] | None:
                 elif raw[i] == "`":
                     return None
                 elif raw[i] == "$":
-                    var = _variable(raw, i)
+                    var = _variable(raw, i, known)
                     if var is None:
                         out.append(("$", False))
                         i += 1
@@ -86,9 +133,16 @@ def _chars(raw: str) -> list[Char] | None:
         elif c == "`":
             return None
         elif c == "$":
-            if raw[i + 1 : i + 2] in ("'", '"'):
-                return None  # $'...' and $"...": not worth decoding here
-            var = _variable(raw, i)
+            if raw[i + 1 : i + 2] == "'":
+                decoded = _ansi_c(raw, i)
+                if decoded is None:
+                    return None
+                out += [(ch, False) for ch in decoded[0]]
+                i = decoded[1]
+                continue
+            if raw[i + 1 : i + 2] == '"':
+                return None  # $"..." (locale translation)
+            var = _variable(raw, i, known)
             if var is None:
                 out.append(("$", False))
                 i += 1
@@ -182,13 +236,48 @@ def _tilde(chars: list[Char]) -> str:
     return text if expanded == prefix else expanded + text[len(prefix) :]
 
 
-def expand_word(raw: str) -> tuple[str, ...] | None:
+def expand_word(
+    raw: str, variables: Mapping[str, tuple[str, ...] | None] | None = None
+) -> tuple[str, ...] | None:
     """The words bash makes of the source word ``raw`` before globbing, or None when that
-    depends on something only known at run time."""
-    chars = _chars(raw)
-    if chars is None:
+    depends on something only known at run time. ``variables`` are the values the line gave
+    (several when it may hold any of them; None when unknown)."""
+    names = [n for n in _REFERENCED.findall(raw) if variables and n in variables]
+    names = list(dict.fromkeys(names))
+    choices: list[tuple[str, ...]] = []
+    for name in names:
+        values = (variables or {}).get(name)
+        if values is None:
+            return None
+        choices.append(values)
+    out: list[str] = []
+    for combo in itertools.islice(itertools.product(*choices), MAX_EXPANSIONS):
+        chars = _chars(raw, dict(zip(names, combo, strict=True)))
+        if chars is None:
+            return None
+        out += [_tilde(w) for w in _braces(chars)]
+    return tuple(dict.fromkeys(out))[:MAX_EXPANSIONS]
+
+
+_REFERENCED = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def assigned_value(
+    raw: str, variables: Mapping[str, tuple[str, ...] | None]
+) -> tuple[str, ...] | None:
+    """What ``NAME=raw`` gives NAME: no brace expansion or splitting, ``~`` expanded at the
+    start."""
+    names = [n for n in _REFERENCED.findall(raw) if n in variables]
+    if any(variables[n] is None for n in names):
         return None
-    return tuple(_tilde(w) for w in _braces(chars))
+    choices = [variables[n] or () for n in dict.fromkeys(names)]
+    out: list[str] = []
+    for combo in itertools.islice(itertools.product(*choices), MAX_EXPANSIONS):
+        chars = _chars(raw, dict(zip(dict.fromkeys(names), combo, strict=True)))
+        if chars is None:
+            return None
+        out.append(_tilde(chars))
+    return tuple(dict.fromkeys(out))
 
 
 def join_continuations(src: bytes, protected: list[tuple[int, int]]) -> bytes:
