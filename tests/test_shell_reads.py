@@ -10,8 +10,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agent_ls.ports.editor import Decision
+from agent_ls.safety.check import check_command
 from agent_ls.safety.paths import secret_kind, sensitive_reason
 from agent_ls.safety.shell import classify
 from agent_ls.safety.shell_policy import authorize_command
@@ -329,3 +332,15 @@ async def test_names_the_line_computes_from_the_workspace_do_not_ask(tmp_path: P
     ):
         assert await authorize_command(command, ctx) is None, command
     assert port.asked == []
+
+
+_PIECES = [*"ab ~/$.{},*'\"\\\n\r;|&<>()`=-_:#x", "HOME", "cat ", "cd ", "$'", "${", "xargs "]
+_SHELLISH = st.lists(st.sampled_from(_PIECES), max_size=25).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_SHELLISH)
+def test_the_agents_verdict_never_crashes(command: str) -> None:
+    verdict = check_command(command, Path.cwd())
+    assert verdict["decision"] in ("allow", "ask", "deny")
+    assert not any("could not be checked" in r for r in verdict["reasons"]), verdict
