@@ -298,15 +298,29 @@ def _norm_target(w: Word) -> str:
     return s
 
 
+def _catastrophic(w: Word) -> str | None:
+    """What deleting ``w`` recursively would destroy ("the whole filesystem"), as bash
+    expands it (braces, ``~``, ``$HOME``), or None."""
+    from agent_ls.safety.shell_words import expand_word, home
+
+    candidates = [_norm_target(w)]
+    for word in expand_word(w.raw) or ():
+        candidates.append(_norm_target(Word(word, word)))
+    for c in candidates:
+        if c in CATASTROPHIC or c.rstrip("/*") in ("", home().rstrip("/")):
+            top = c.startswith("/") and c.rstrip("/*") != home().rstrip("/")
+            return "the whole filesystem" if top else "the home directory"
+    return None
+
+
 @rule("rm")
 def _rm(name: str, args: list[Word], j: Judgement, ctx: Ctx) -> None:
     opts, targets = split_options(args)
     if any(has_short(o, "rRf") or o in ("--recursive", "--force") for o in opts):
-        for t in (t for t in targets if _norm_target(t) in CATASTROPHIC):
-            what = (
-                "the whole filesystem" if _norm_target(t).startswith("/") else "the home directory"
-            )
-            j.add("deny", f"{name} -rf {t.shown} would delete {what}")
+        for t in targets:
+            what = _catastrophic(t)
+            if what:
+                j.add("deny", f"{name} -rf {t.shown} would delete {what}")
     if "--no-preserve-root" in opts:
         j.add("deny", f"{name} --no-preserve-root disables the protection of /")
     j.add("ask", f"{name} deletes files")
@@ -328,7 +342,7 @@ def _rsync(name: str, args: list[Word], j: Judgement, ctx: Ctx) -> None:
 def _chmod(name: str, args: list[Word], j: Judgement, ctx: Ctx) -> None:
     opts, targets = split_options(args)
     if any(has_short(o, "R") or o == "--recursive" for o in opts):
-        for t in (t for t in targets[1:] if _norm_target(t) in CATASTROPHIC):
+        for t in (t for t in targets[1:] if _catastrophic(t)):
             j.add("deny", f"{name} -R on {t.shown} changes the whole system ({ASK_REASONS[name]})")
     j.add("ask", f"{name} {ASK_REASONS[name]}")
 
@@ -555,6 +569,9 @@ def _transparent_options(name: str, args: list[Word]) -> int | None:
             return None
         if v in ("--login", "--noprofile", "--norc"):
             i += 1
+        elif v == "--":  # the end of the options: the script follows
+            i += 1
+            break
         elif v in ("-o", "+o") and i + 1 < len(args) and args[i + 1].known in _SET_OPTIONS:
             i += 2
         elif re.fullmatch(r"-[lceuxv]+|\+[euxv]+", v):
