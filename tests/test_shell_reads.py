@@ -344,3 +344,16 @@ def test_the_agents_verdict_never_crashes(command: str) -> None:
     verdict = check_command(command, Path.cwd())
     assert verdict["decision"] in ("allow", "ask", "deny")
     assert not any("could not be checked" in r for r in verdict["reasons"]), verdict
+
+
+async def test_a_write_target_is_not_called_a_read(tmp_path: Path) -> None:
+    """Reasons are true (item 7): `cp a /etc/y` writes /etc/y, it does not read it."""
+    ctx, port = make_ctx(tmp_path)
+    for command, target in (
+        ("cp notes.md /etc/y", "/etc/y"),
+        ("tar czf /tmp/x.tgz src", "/tmp/x.tgz"),
+    ):
+        assert await authorize_command(command, ctx) is not None
+        message = port.asked[-1].message
+        assert f"writes {target}, outside the workspace" in message
+        assert f"reads {target}" not in message

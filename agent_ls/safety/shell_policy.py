@@ -201,7 +201,7 @@ def write_targets(argv: Sequence[str]) -> list[str]:
         found += _option_values(args, "-P", "--directory-prefix")
         return found or ["."]
     if name == "tar":
-        return _option_values(args, "-C", "--directory")
+        return _option_values(args, "-C", "--directory") + _tar_created(args)
     if name == "unzip":
         return _option_values(args, "-d") or ["."]
     if name == "find":
@@ -214,6 +214,19 @@ def write_targets(argv: Sequence[str]) -> list[str]:
                 roots.append(a)
             outs += roots or ["."]
         return outs
+    return []
+
+
+def _tar_created(args: Sequence[str]) -> list[str]:
+    """The archive ``tar c`` / ``tar -czf out.tgz`` writes."""
+    if not args:
+        return []
+    first = args[0].lstrip("-")
+    if not args[0].startswith("--") and "c" in first and "f" in first:
+        rest = first[first.index("f") + 1 :]
+        return [rest] if rest else list(args[1:2])
+    if any(a in ("-c", "--create") for a in args):
+        return _option_values(args, "-f", "--file")
     return []
 
 
@@ -319,7 +332,10 @@ def _check_part(part: SimpleCommand, where: _Where, ctx: ShellScope) -> _PartChe
     base = part.name.rpartition("/")[2]
     if part.name and base not in _NOT_READING:
         files = set(_file_operands(base, part.argv))
+        written = _written_indices(part.argv)
         for index in range(1, len(part.argv)):
+            if index in written:
+                continue  # a write target is judged as one (`cp a /etc/x` writes /etc/x)
             for reason in _read_reasons(part, index, index in files, where, ctx):
                 _add(check.own, reason)
     for raw, paths in part.reads:
@@ -328,6 +344,20 @@ def _check_part(part: SimpleCommand, where: _Where, ctx: ShellScope) -> _PartChe
                 _add(check.around, reason)
     _add(check.around, _git_elsewhere(part, where, ctx))
     return check
+
+
+def _written_indices(argv: Sequence[str]) -> set[int]:
+    """Indices of the words ``write_targets`` names (the last operand of ``cp``...)."""
+    targets = write_targets(argv)
+    if not targets or argv[0].rpartition("/")[2] in ("touch", "mkdir", "tee", "rm", "truncate"):
+        return set()  # these name only targets; reading them is nothing new either
+    out: set[int] = set()
+    for target in targets:
+        for i in range(len(argv) - 1, 0, -1):
+            if i not in out and (argv[i] == target or argv[i].endswith("=" + target)):
+                out.add(i)
+                break
+    return out
 
 
 def _file_operands(name: str, argv: Sequence[str]) -> list[int]:
