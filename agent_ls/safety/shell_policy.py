@@ -513,7 +513,7 @@ def _data_reader(part: SimpleCommand) -> tuple[str, list[str]] | None:
     base = part.name.rpartition("/")[2]
     if not part.name or base in _NOT_READING or base == "xargs":
         return None
-    for i in range(1, len(part.argv)):
+    for i in _file_operands(base, part.argv):  # not `grep "$PATTERN"`: a pattern names no file
         raw = part.argv[i]
         if i < len(part.expanded) and part.expanded[i] is None and re.search(r"[$`]", raw):
             return (f"{base} {raw}", [])
