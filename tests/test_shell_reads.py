@@ -357,3 +357,12 @@ async def test_a_write_target_is_not_called_a_read(tmp_path: Path) -> None:
         message = port.asked[-1].message
         assert f"writes {target}, outside the workspace" in message
         assert f"reads {target}" not in message
+
+
+async def test_a_search_of_a_workspace_that_holds_the_stores_asks(tmp_path: Path) -> None:
+    """A workspace at ~ (or /): `rg token` searches the credential stores too."""
+    ctx, port = make_ctx(Path.home())
+    for command in ("rg token", "grep -rn token", "find -name '*.pem'", "rg password ~/.aws"):
+        assert await authorize_command(command, ctx) is not None, command
+    assert all("credential" in q.message or "secret" in q.message for q in port.asked)
+    assert await authorize_command("jq .name package.json", ctx) is None

@@ -338,12 +338,24 @@ def _check_part(part: SimpleCommand, where: _Where, ctx: ShellScope) -> _PartChe
                 continue  # a write target is judged as one (`cp a /etc/x` writes /etc/x)
             for reason in _read_reasons(part, index, index in files, where, ctx):
                 _add(check.own, reason)
+        if not files and _searches_cwd(base, part.argv):  # `rg token` searches "."
+            for reason in _path_reasons(".", ".", True, where, ctx):
+                _add(check.own, reason)
     for raw, paths in part.reads:
         for path in paths or ():
             for reason in _path_reasons(raw, path, True, where, ctx):
                 _add(check.around, reason)
     _add(check.around, _git_elsewhere(part, where, ctx))
     return check
+
+
+def _searches_cwd(name: str, argv: Sequence[str]) -> bool:
+    """A recursive search that, given no folder, searches the current one."""
+    if name in ("rg", "ag", "fd", "fdfind", "find", "tree"):
+        return True
+    recursive = any(a in ("--recursive", "--dereference-recursive") for a in argv)
+    short = any(re.match(r"^-[a-zA-Z]*[rR]", a) for a in argv if not a.startswith("--"))
+    return name in ("grep", "egrep", "fgrep") and (recursive or short)
 
 
 def _written_indices(argv: Sequence[str]) -> set[int]:
@@ -451,9 +463,10 @@ def _path_reasons(raw: str, path: str, is_file: bool, where: _Where, ctx: ShellS
         where_ = ", outside the workspace," if outside else ","
         if kind and not named:
             reasons.append(f"reads {shown}{where_} which looks like a secret: {kind}")
-        elif resolved is not None and holds_credential_stores(resolved) and not named:
+        elif is_file and resolved is not None and holds_credential_stores(resolved) and not named:
+            folder = shown if str(resolved) in shown else f"{shown} ({resolved})"
             reasons.append(
-                f"reads everything under {shown}{where_} which holds credential stores "
+                f"reads everything under {folder}{where_} which holds credential stores "
                 "(~/.ssh, ~/.aws, ~/.config/gh, ...)"
             )
         elif outside:
