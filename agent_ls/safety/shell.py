@@ -16,6 +16,7 @@ Nothing here runs a command: the module only reads the parse tree.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
 from dataclasses import dataclass
@@ -62,6 +63,9 @@ class SimpleCommand:
     # Files read through an input redirection (`< f`, `$(< f)`, `done < f`): as written, and
     # expanded as for `expanded`.
     reads: tuple[tuple[str, tuple[str, ...] | None], ...] = ()
+    # Indices of argv words made of data the line computes when it runs (`$(cat list)`, a
+    # variable set by `read` or from a substitution): file names nobody typed.
+    computed: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +179,13 @@ class _Walker:
         self.runtime_data = False  # saw a value computed at run time (read, x=$(..), for .. in)
         # Variables the line sets, with every value they may hold (None: only known at run time).
         self.vars: dict[str, tuple[str, ...] | None] = {}
+
+    def computed(self, raw: str) -> bool:
+        """The word holds a substitution or a variable the line set from run-time data."""
+        if _count_unescaped(raw, "$(") or _count_unescaped(raw, "`"):
+            return True
+        names = re.findall(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", raw)
+        return any(n in self.vars and self.vars[n] is None for n in names)
 
     def bind(self, name: str, values: tuple[str, ...] | None) -> None:
         if name in self.vars:
@@ -366,6 +377,14 @@ class _Walker:
         argv = tuple(w.shown for w in words)
         text = self.text(node, own_end)
         self.record(node, text, name, argv, j, tuple(expanded), _reads(effects))
+        computed = tuple(i for i, w in enumerate(words) if self.computed(w.raw))
+        if computed:
+            start, cmd, opaque = self.found[-1]
+            self.found[-1] = (start, dataclasses.replace(cmd, computed=computed), opaque)
+        if head.value in ("read", "mapfile", "readarray"):
+            for w in words[1:]:
+                if w.value and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", w.value):
+                    self.bind(w.value, None)  # set from the input: data
         if inner is not None:
             verdict = _classify(inner[1], self.ctx.depth + 1)
             for cmd in verdict.commands:

@@ -527,9 +527,8 @@ def _data_reader(part: SimpleCommand) -> tuple[str, list[str]] | None:
     if not part.name or base in _NOT_READING or base == "xargs":
         return None
     for i in _file_operands(base, part.argv):  # not `grep "$PATTERN"`: a pattern names no file
-        raw = part.argv[i]
-        if i < len(part.expanded) and part.expanded[i] is None and re.search(r"[$`]", raw):
-            return (f"{base} {raw}", [])
+        if i in part.computed:
+            return (f"{base} {part.argv[i]}", [])
     return None
 
 
