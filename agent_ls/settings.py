@@ -7,6 +7,7 @@ an editor's settings never stops the server.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -14,6 +15,29 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 Mode = Literal["default", "acceptEdits", "plan", "bypassPermissions"]
 MODES: tuple[Mode, ...] = ("default", "acceptEdits", "plan", "bypassPermissions")
 DEFAULT_MODEL = "anthropic:claude-sonnet-4-5"
+
+
+def data_dir() -> Path:
+    """Where agent-ls keeps sessions, trust decisions and memory (``AGENT_LS_DATA_DIR``)."""
+    override = os.environ.get("AGENT_LS_DATA_DIR")
+    if override:
+        return Path(override)
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("agent-ls", appauthor=False))
+
+
+def user_config_dir() -> Path:
+    """The user's own agent-ls files: ``mcp.json``, ``settings.json``, ``agents/``, ``AGENTS.md``.
+
+    ``AGENT_LS_CONFIG_DIR`` overrides it (tests, portable set-ups).
+    """
+    override = os.environ.get("AGENT_LS_CONFIG_DIR")
+    if override:
+        return Path(override)
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("agent-ls", appauthor=False))
 
 
 class PermissionRules(BaseModel):

@@ -16,22 +16,13 @@ from typing import Any
 from agent_ls import prompts
 from agent_ls.edits import LineIndex, PositionEncoding
 from agent_ls.ports.model import ToolSpec
+from agent_ls.settings import user_config_dir
 
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")
 LOCAL_INSTRUCTION_FILES = ("AGENTS.local.md", "CLAUDE.local.md")
 INSTRUCTIONS_CHAR_CAP = 40_000
 GIT_STATUS_LINES = 30
 GIT_TIMEOUT = 3.0
-
-
-def user_instructions_dir() -> Path:
-    """Where the user's own instructions for every project live (``AGENTS.md``)."""
-    override = os.environ.get("AGENT_LS_CONFIG_DIR")
-    if override:
-        return Path(override)
-    import platformdirs
-
-    return Path(platformdirs.user_config_dir("agent-ls", appauthor=False))
 
 
 def find_instruction_files(root: Path) -> list[Path]:
@@ -41,7 +32,7 @@ def find_instruction_files(root: Path) -> list[Path]:
     down to ``root`` (ancestors first), then the uncommitted ``*.local.md`` ones in ``root``.
     """
     found: list[Path] = []
-    user_file = user_instructions_dir() / "AGENTS.md"
+    user_file = user_config_dir() / "AGENTS.md"
     if user_file.is_file():
         found.append(user_file)
     for folder in [*reversed(root.parents), root]:

@@ -8,23 +8,14 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 from agent_ls.ports.messages import Message
+from agent_ls.settings import data_dir
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
-
-
-def data_dir() -> Path:
-    override = os.environ.get("AGENT_LS_DATA_DIR")
-    if override:
-        return Path(override)
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir("agent-ls", appauthor=False))
 
 
 class SessionStore:
@@ -96,13 +87,14 @@ class SessionStore:
             return []
         rows: list[dict[str, Any]] = []
         for path in self.root.glob("*.jsonl"):
-            title = ""
+            title = workspace = ""
             turns = 0
             try:
                 with path.open(encoding="utf-8") as handle:
                     for line in handle:
                         if '"type":"meta"' in line and not title:
-                            title = json.loads(line).get("title", "")
+                            meta = json.loads(line)
+                            title, workspace = meta.get("title", ""), meta.get("workspace", "")
                         elif '"role":"assistant"' in line:
                             turns += 1
             except (OSError, json.JSONDecodeError):
@@ -112,6 +104,7 @@ class SessionStore:
                 {
                     "sessionId": path.stem,
                     "title": title,
+                    "workspace": workspace,
                     "turns": turns,
                     "updated": updated.isoformat(timespec="seconds"),
                 }

@@ -13,11 +13,12 @@ import contextvars
 import importlib
 import logging
 import os
+import sys
 import uuid
 from collections.abc import Awaitable, Callable, Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from lsprotocol import types
 from pygls.exceptions import (
@@ -34,11 +35,17 @@ from agent_ls import __version__
 
 if TYPE_CHECKING:
     from agent_ls.agent.loop import AgentLoop, RunResult
+    from agent_ls.agent.service import ActiveRun
     from agent_ls.agent.session import Session
+    from agent_ls.lsp.protocol import (
+        AskParams,
+        FixParams,
+        ResumeParams,
+        SessionParams,
+        SetModeParams,
+    )
     from agent_ls.ports.editor import Buffer
-    from agent_ls.ports.model import Model
     from agent_ls.settings import Settings
-    from agent_ls.tools.registry import ToolRegistry
     from agent_ls.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -88,6 +95,20 @@ class AgentProtocol(LanguageServerProtocol):
             self._send_response(data["id"], error=error.to_response_error())
             return JsonRPCNotification(method=IGNORED_MESSAGE, params=None, jsonrpc="2.0")
 
+    @lsp_method(types.SHUTDOWN)
+    def lsp_shutdown(self, *args: Any) -> Generator[Any, Any, None]:
+        """As pygls does, but over a copy: cancelling a pending client request (a question the
+        user has not answered) removes it from the dict pygls was iterating, and shutdown
+        answered with an error instead of null."""
+        if (user_handler := self.fm.features.get(types.SHUTDOWN)) is not None:
+            yield user_handler, args, None
+        current_id = self.msg_id
+        for msg_id, future in list(self._request_futures.items()):
+            if msg_id != current_id and not future.done():
+                future.cancel()
+        self._shutdown = True
+        return None
+
     def _handle_cancel_notification(self, msg_id: Any) -> None:
         task = self.running.get(msg_id)
         if task is not None and not task.done():
@@ -96,24 +117,8 @@ class AgentProtocol(LanguageServerProtocol):
 
 
 @dataclass
-class ActiveRun:
-    session_id: str
-    token: str | int | None = None
-    cancelled: bool = False
-    task: asyncio.Task[RunResult] = field(init=False)
-
-
-@dataclass
 class ServerState:
     settings: Settings | None = None
-    sessions: dict[str, Session] = field(default_factory=dict)
-    current_session: str | None = None
-    runs: dict[str, ActiveRun] = field(default_factory=dict)
-    model: Model | None = None
-    model_spec: str | None = None
-    tools: ToolRegistry | None = None
-    warm_task: asyncio.Task[None] | None = None
-    system_prompts: dict[str, str] = field(default_factory=dict)
 
 
 class AgentServer(LanguageServer):
@@ -126,6 +131,9 @@ class AgentServer(LanguageServer):
         )
         self.state = ServerState()
         self.init_options: Any = None
+        from agent_ls.agent.service import AgentService
+
+        self.service = AgentService(lambda: self.settings)
 
     @property
     def settings(self) -> Settings:
@@ -210,78 +218,17 @@ class AgentServer(LanguageServer):
     # -- sessions, model, tools ----------------------------------------------------------------
 
     def session(self, session_id: str | None, *, create: bool = True) -> Session:
-        from agent_ls.agent.session import Session
-        from agent_ls.agent.store import SessionStore
-        from agent_ls.safety.permissions import Permissions
+        """The session a command names (or the current one); -32602 for an unknown id."""
+        from agent_ls.agent.service import UnknownSession
 
-        state = self.state
-        settings = self.settings
-        store = SessionStore.default()
-        if session_id:
-            found = state.sessions.get(session_id)
-            if found is None and store.exists(session_id):
-                found = Session.load(store, session_id)
-                found.permissions = Permissions(
-                    mode=settings.mode, rules=settings.permissions.model_copy()
-                )
-                state.sessions[found.id] = found
-            if found is None:
-                raise JsonRpcInvalidParams(f"unknown session {session_id!r}")
-            state.current_session = found.id
-            return found
-        if state.current_session and state.current_session in state.sessions:
-            return state.sessions[state.current_session]
-        if not create:
-            raise JsonRpcInvalidParams("there is no session yet")
-        session = Session(
-            permissions=Permissions(mode=settings.mode, rules=settings.permissions.model_copy()),
-            store=store,
-        )
-        state.sessions[session.id] = session
-        state.current_session = session.id
-        return session
-
-    def model(self) -> Model:
-        from agent_ls.models import load_model
-
-        spec = self.settings.resolved_model()
-        if self.state.model is None or self.state.model_spec != spec:
-            self.state.model = load_model(spec)
-            self.state.model_spec = spec
-        return self.state.model
-
-    def tools(self) -> ToolRegistry:
-        if self.state.tools is None:
-            from agent_ls.tools.registry import default_tools
-
-            self.state.tools = default_tools()
-        return self.state.tools
+        try:
+            return self.service.session(session_id, create=create)
+        except UnknownSession as exc:
+            raise JsonRpcInvalidParams(str(exc)) from None
 
     async def warm(self) -> None:
-        """Import the agent core and the model SDK off the event loop, after ``initialized``.
-
-        Everything slow (pydantic models, tool schemas, the SDK and its client) happens in a
-        worker thread, so requests stay responsive while the server warms up.
-        """
-        try:
-            await asyncio.to_thread(_import_core)
-            self.state.tools = await asyncio.to_thread(_build_tools)
-            await self.model().warm()
-        except Exception as exc:  # the first ask reports it properly
-            log.info("warm-up failed: %s", exc)
-
-
-def _import_core() -> None:
-    for name in ("agent_ls.settings", "agent_ls.lsp.protocol", "agent_ls.agent.loop"):
-        importlib.import_module(name)
-
-
-def _build_tools() -> ToolRegistry:
-    from agent_ls.tools.registry import default_tools
-
-    tools = default_tools()
-    tools.specs()  # builds and caches the JSON schemas
-    return tools
+        await asyncio.to_thread(importlib.import_module, "agent_ls.lsp.protocol")
+        await self.service.warm()
 
 
 server = AgentServer()
@@ -298,7 +245,28 @@ def on_initialize(ls: AgentServer, params: types.InitializeParams) -> None:
 
 @server.feature(types.INITIALIZED)
 def on_initialized(ls: AgentServer, params: types.InitializedParams) -> None:
-    ls.state.warm_task = asyncio.ensure_future(ls.warm())
+    ls.service.warm_task = asyncio.ensure_future(ls.warm())
+
+
+@server.feature(types.EXIT)
+def on_exit(ls: AgentServer, params: Any) -> None:
+    """Exit at once, as the client asked: kill what runs, flush, and leave.
+
+    pygls would otherwise join its stdin reader (blocked until the client closes the pipe)
+    and the interpreter would tear down the whole heap; neither does anything for the user.
+    """
+    code = 0 if ls.protocol._shutdown else 1
+    ls.service.close_now()
+    exit_now(code)
+
+
+def exit_now(code: int) -> NoReturn:
+    """Flush what is written and end the process without interpreter teardown."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 @server.feature(IGNORED_MESSAGE)
@@ -373,11 +341,17 @@ def on_code_action(
 
 # -- commands ----------------------------------------------------------------------------------
 
-CommandHandler = Callable[[AgentServer, dict[str, Any]], Awaitable[Any]]
+CommandHandler = Callable[[AgentServer, Any], Awaitable[Any]]
 
 
-def command(name: str) -> Callable[[CommandHandler], CommandHandler]:
-    """Register an ``agent.*`` command taking one JSON object, with clean errors."""
+def command(name: str, params: str | None = None) -> Callable[[CommandHandler], CommandHandler]:
+    """Register an ``agent.*`` command taking one JSON object, with clean errors.
+
+    ``params`` names the model in :mod:`agent_ls.lsp.protocol` the object is validated into
+    before the handler sees it (imported on first use: pydantic stays off the start-up path);
+    without it the handler gets the plain object. A handler picks its session with
+    ``ls.session(params.session_id)``.
+    """
 
     def decorate(handler: CommandHandler) -> CommandHandler:
         # No functools.wraps: pygls reads the signature (following __wrapped__) to convert
@@ -393,6 +367,9 @@ def command(name: str) -> Callable[[CommandHandler], CommandHandler]:
                     f"{name} takes one JSON object argument, got {type(raw).__name__}"
                 )
             try:
+                if params is not None:
+                    model = getattr(importlib.import_module("agent_ls.lsp.protocol"), params)
+                    return await handler(ls, model.model_validate(raw))
                 return await handler(ls, raw)
             except (JsonRpcException, asyncio.CancelledError):
                 raise
@@ -418,14 +395,12 @@ def command(name: str) -> Callable[[CommandHandler], CommandHandler]:
     return decorate
 
 
-@command("agent.ask")
-async def cmd_ask(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
+@command("agent.ask", "AskParams")
+async def cmd_ask(ls: AgentServer, params: AskParams) -> dict[str, Any]:
     from agent_ls.agent.context import attach
     from agent_ls.lsp.jsonrpc import uri_to_path
     from agent_ls.lsp.port import position_encoding
-    from agent_ls.lsp.protocol import AskParams
 
-    params = AskParams.model_validate(raw)
     session = ls.session(params.session_id)
     active_path = uri_to_path(params.uri) if params.uri else None
     active_text = ls.current_text(active_path)[0] if active_path else None
@@ -436,9 +411,11 @@ async def cmd_ask(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
         session.named_paths,
         active_path=active_path,
         active_text=active_text,
-        selection=raw.get("range") if params.range is not None else None,
+        selection=params.range.model_dump() if params.range is not None else None,
         encoding=position_encoding(ls),
     )
+    session.name_after(params.prompt)
+    session.workspace = session.workspace or str(ls.agent_workspace().root)
     notes = ["context: " + ", ".join(context.notes)] if context.notes else []
     first_line = params.prompt.strip().splitlines()[0] if params.prompt.strip() else "Agent"
     return await run_agent(
@@ -446,13 +423,11 @@ async def cmd_ask(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
     )
 
 
-@command("agent.fix")
-async def cmd_fix(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
+@command("agent.fix", "FixParams")
+async def cmd_fix(ls: AgentServer, params: FixParams) -> dict[str, Any]:
     from agent_ls.agent.prompt import fix_prompt
     from agent_ls.lsp.jsonrpc import uri_to_path
-    from agent_ls.lsp.protocol import FixParams
 
-    params = FixParams.model_validate(raw)
     path = uri_to_path(params.uri)
     if path is None:
         raise JsonRpcInvalidParams(f"agent.fix needs a file URI, got {params.uri!r}")
@@ -464,32 +439,23 @@ async def cmd_fix(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
         session.read_state.record_text(path, text, version)  # the model saw all of it
     first = str(params.diagnostics[0].get("message", "")).strip().splitlines()
     message = f"Fix: {first[0]}" if first else "Fix"
+    session.name_after(message)
+    session.workspace = session.workspace or str(ls.agent_workspace().root)
     return await run_agent(ls, session, prompt, title="Fix with agent", message=message)
 
 
-@command("agent.cancel")
-async def cmd_cancel(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
-    from agent_ls.lsp.protocol import SessionParams
-
-    params = SessionParams.model_validate(raw)
-    ids = [params.session_id] if params.session_id else list(ls.state.runs)
-    cancelled = False
-    for sid in ids:
-        run = ls.state.runs.get(sid or "")
-        if run is not None and not run.task.done():
-            run.cancelled = True
-            run.task.cancel()
-            cancelled = True
-    return {"cancelled": cancelled}
+@command("agent.cancel", "SessionParams")
+async def cmd_cancel(ls: AgentServer, params: SessionParams) -> dict[str, Any]:
+    return {"cancelled": ls.service.cancel(params.session_id)}
 
 
 @command("agent.status")
 async def cmd_status(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
-    state = ls.state
-    current = state.sessions.get(state.current_session or "")
+    service = ls.service
+    current = service.current
     model: str
     mode: str
-    if state.settings is not None or current is not None:
+    if ls.state.settings is not None or current is not None:
         model, mode = ls.settings.resolved_model(), ls.settings.mode
     else:
         # Right after start the warm-up thread is importing pydantic: answer from the raw
@@ -500,8 +466,8 @@ async def cmd_status(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
         "model": model,
         "mode": current.permissions.mode if current else mode,
         "sessionId": current.id if current else None,
-        "running": [sid for sid, run in state.runs.items() if not run.task.done()],
-        "sessions": len(state.sessions),
+        "running": service.running(),
+        "sessions": len(service.sessions),
         "usage": current.usage.to_contract() if current else None,
         "costUsd": round(current.cost_usd, 6) if current else 0.0,
         "grants": list(current.permissions.grants) if current else [],
@@ -520,8 +486,7 @@ def _raw_model_and_mode(options: Any) -> tuple[str, str]:
 
 @command("agent.newSession")
 async def cmd_new_session(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
-    ls.state.current_session = None
-    session = ls.session(None)
+    session = ls.service.new_session()
     return {"sessionId": session.id}
 
 
@@ -533,12 +498,13 @@ async def cmd_sessions(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
         s.id: {
             "sessionId": s.id,
             "title": s.title,
+            "workspace": s.workspace,
             "turns": sum(1 for m in s.history if m.role == "assistant"),
             "costUsd": round(s.cost_usd, 6),
-            "current": s.id == ls.state.current_session,
+            "current": s.id == ls.service.current_session,
             "loaded": True,
         }
-        for s in ls.state.sessions.values()
+        for s in ls.service.sessions.values()
     }
     saved = await asyncio.to_thread(SessionStore.default().list)
     rows = list(live.values())
@@ -550,20 +516,14 @@ async def cmd_sessions(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
     return {"sessions": rows}
 
 
-@command("agent.resume")
-async def cmd_resume(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
-    from agent_ls.lsp.protocol import ResumeParams
-
-    params = ResumeParams.model_validate(raw)
+@command("agent.resume", "ResumeParams")
+async def cmd_resume(ls: AgentServer, params: ResumeParams) -> dict[str, Any]:
     session = ls.session(params.session_id)
     return {"sessionId": session.id, "title": session.title}
 
 
-@command("agent.compact")
-async def cmd_compact(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
-    from agent_ls.lsp.protocol import SessionParams
-
-    params = SessionParams.model_validate(raw)
+@command("agent.compact", "SessionParams")
+async def cmd_compact(ls: AgentServer, params: SessionParams) -> dict[str, Any]:
     session = ls.session(params.session_id)
     if not session.history:
         return {"sessionId": session.id, "compacted": False, "reason": "the session is empty"}
@@ -575,28 +535,24 @@ def _compact(loop: AgentLoop) -> Awaitable[RunResult]:
     return loop.compact_now()
 
 
-@command("agent.setMode")
-async def cmd_set_mode(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
-    from agent_ls.lsp.protocol import SetModeParams
+@command("agent.setMode", "SetModeParams")
+async def cmd_set_mode(ls: AgentServer, params: SetModeParams) -> dict[str, Any]:
+    from agent_ls.ports.updates import current_mode_update
 
-    params = SetModeParams.model_validate(raw)
     session = ls.session(params.session_id)
     session.permissions.mode = params.mode
     ls.protocol.notify(
         "agent/update",
         {
             "sessionId": session.id,
-            "update": {"sessionUpdate": "current_mode_update", "currentModeId": params.mode},
+            "update": current_mode_update(params.mode),
         },
     )
     return {"sessionId": session.id, "mode": params.mode}
 
 
-@command("agent.clearGrants")
-async def cmd_clear_grants(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
-    from agent_ls.lsp.protocol import SessionParams
-
-    params = SessionParams.model_validate(raw)
+@command("agent.clearGrants", "SessionParams")
+async def cmd_clear_grants(ls: AgentServer, params: SessionParams) -> dict[str, Any]:
     session = ls.session(params.session_id)
     cleared = len(session.permissions.grants)
     session.permissions.clear_grants()
@@ -605,10 +561,7 @@ async def cmd_clear_grants(ls: AgentServer, raw: dict[str, Any]) -> dict[str, An
 
 @server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
 def on_progress_cancel(ls: AgentServer, params: types.WorkDoneProgressCancelParams) -> None:
-    for run in ls.state.runs.values():
-        if run.token == params.token and not run.task.done():
-            run.cancelled = True
-            run.task.cancel()
+    ls.service.cancel(token=params.token)
 
 
 # -- running the agent --------------------------------------------------------------------------
@@ -674,19 +627,15 @@ async def _run(
 ) -> dict[str, Any]:
     """Run ``action`` on a loop for ``session``: one run per session, every cancel path."""
 
-    existing = ls.state.runs.get(session.id)
-    if existing is not None and not existing.task.done():
-        raise JsonRpcException(
-            f"session {session.id} is already running; cancel it (agent.cancel) or wait",
-            REQUEST_FAILED,
+    from agent_ls.agent.service import SessionBusy
+
+    try:
+        run = ls.service.begin_run(
+            session.id,
+            lambda run: _run_body(ls, session, run, title, message, action, notes or []),
         )
-    # The run is registered before anything is awaited, so a cancel that arrives while the
-    # model client is still starting is not lost, and a second ask is refused.
-    run = ActiveRun(session.id)
-    run.task = asyncio.ensure_future(
-        _run_body(ls, session, run, title, message, action, notes or [])
-    )
-    ls.state.runs[session.id] = run
+    except SessionBusy as exc:
+        raise JsonRpcException(str(exc), REQUEST_FAILED) from None
     protocol: AgentProtocol = ls.protocol  # type: ignore[assignment]
     msg_id = protocol.msg_id
     outer = asyncio.current_task()
@@ -703,8 +652,7 @@ async def _run(
     finally:
         if msg_id is not None:
             protocol.running.pop(msg_id, None)
-        if ls.state.runs.get(session.id) is run:
-            ls.state.runs.pop(session.id, None)
+        ls.service.end_run(run)
     return result.to_contract()
 
 
@@ -717,8 +665,7 @@ async def _run_body(
     action: Callable[[AgentLoop], Awaitable[RunResult]],
     notes: list[str],
 ) -> RunResult:
-    from agent_ls.agent.loop import AgentLoop, RunResult
-    from agent_ls.agent.prompt import build_system_prompt
+    from agent_ls.agent.loop import RunResult
     from agent_ls.lsp.port import LspEditorPort
 
     result = RunResult(session.id, "cancelled", "")
@@ -728,29 +675,13 @@ async def _run_body(
         port = LspEditorPort(ls, session.id, run.token)
         for note in notes:
             port.progress(note)
-        warm = ls.state.warm_task
-        if warm is not None and not warm.done():
-            port.progress("starting model client")
-            await asyncio.shield(warm)  # cancelling the run must not cancel the warm-up
+        await ls.service.wait_warm(port)
         try:
-            model = ls.model()
-        except Exception as exc:
+            ls.service.model()
+        except Exception as exc:  # the model setting names no usable provider
             result = RunResult(session.id, "error", "", error=str(exc))
             return result
-        workspace = ls.agent_workspace()
-        if session.id not in ls.state.system_prompts:
-            ls.state.system_prompts[session.id] = await asyncio.to_thread(
-                build_system_prompt, workspace.root, ls.tools().specs()
-            )
-        loop = AgentLoop(
-            session=session,
-            model=model,
-            tools=ls.tools(),
-            workspace=workspace,
-            port=port,
-            settings=ls.settings,
-            system_prompt=ls.state.system_prompts[session.id],
-        )
+        loop = await ls.service.loop_for(session, ls.agent_workspace(), port)
         result = await action(loop)
         return result
     except asyncio.CancelledError:
