@@ -136,9 +136,8 @@ def _rules_file(path: Path) -> dict[str, list[str]]:
 
 
 def _check_command(args: argparse.Namespace) -> int:
-    from agent_ls.agent.prompt import user_instructions_dir
     from agent_ls.safety.check import check_command
-    from agent_ls.settings import PermissionRules
+    from agent_ls.settings import PermissionRules, user_config_dir
 
     command = " ".join(args.command)
     if not command.strip():
@@ -149,9 +148,11 @@ def _check_command(args: argparse.Namespace) -> int:
         print(f"agent-ls check-command: --cwd {args.cwd} is not a directory", file=sys.stderr)
         return 2
     merged: dict[str, list[str]] = {"allow": [], "ask": [], "deny": []}
-    for source in (user_instructions_dir() / "settings.json", cwd / ".agent-ls" / "settings.json"):
-        for kind, rules in _rules_file(source).items():
-            merged[kind] += rules
+    for kind, rules in _rules_file(user_config_dir() / "settings.json").items():
+        merged[kind] += rules
+    # A repository cannot allow its own commands: the project's deny and ask rules only.
+    for kind, rules in _rules_file(cwd / ".agent-ls" / "settings.json").items():
+        merged[kind] += rules if kind != "allow" else []
     print(json.dumps(check_command(command, cwd.resolve(), PermissionRules(**merged))))
     return 0
 

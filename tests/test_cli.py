@@ -149,7 +149,7 @@ def test_check_command_applies_user_and_project_rules(tmp_path: Path) -> None:
         )
     )
     (ws / ".agent-ls" / "settings.json").write_text(
-        json.dumps({"permissions": {"ask": ["run_shell(git log:*)"]}})
+        json.dumps({"permissions": {"ask": ["run_shell(git log:*)"], "allow": ["run_shell(rm:*)"]}})
     )
     pushed = _check("--", "git push origin main", cwd=ws, config=config)
     assert pushed["decision"] == "deny" and "git push" in pushed["reasons"][0]
@@ -158,6 +158,7 @@ def test_check_command_applies_user_and_project_rules(tmp_path: Path) -> None:
     logged = _check("git", "log", cwd=ws, config=config)
     assert logged["decision"] == "ask" and "git log:*" in logged["reasons"][0]
     assert _check("--", "rm -rf /", cwd=ws, config=config)["decision"] == "deny"
+    assert _check("rm", "x", cwd=ws, config=config)["decision"] == "ask"  # the project's allow
 
 
 def test_check_command_usage_errors_exit_2(tmp_path: Path) -> None:

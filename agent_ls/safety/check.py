@@ -22,6 +22,7 @@ from agent_ls.ports.editor import (
     EditProposal,
     Unsupported,
 )
+from agent_ls.ports.updates import SessionUpdate
 from agent_ls.safety.permissions import Permissions
 from agent_ls.safety.shell import classify
 from agent_ls.safety.shell_policy import authorize_command
@@ -54,7 +55,7 @@ class _NoEditor:
     async def diagnostics(self, path: Path | None) -> list[dict[str, Any]]:
         raise Unsupported("no editor")
 
-    def update(self, session_id: str, update: dict[str, Any]) -> None:
+    def update(self, session_id: str, update: SessionUpdate) -> None:
         return None
 
     def progress(self, message: str, percentage: int | None = None) -> None:
