@@ -55,6 +55,7 @@ class Settings(BaseModel):
     mode: Mode = "default"
     follow_agent: bool = Field(default=False, alias="followAgent")
     max_turns: int = Field(default=50, alias="maxTurns", ge=1, le=1000)
+    subagent_max_turns: int = Field(default=30, alias="subagentMaxTurns", ge=1, le=1000)
     max_tokens: int = Field(default=8192, alias="maxTokens", ge=256, le=128_000)
     shell_timeout_ms: int = Field(default=120_000, alias="shellTimeoutMs", ge=1000, le=600_000)
     client_request_timeout: float = Field(default=5.0, alias="clientRequestTimeout", gt=0, le=600)

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from agent_ls.tools.search import rg_binary
+from bench.run import BENCHMARKS
 
 REPO = Path(__file__).resolve().parents[1]
-BENCHMARKS = {"coldstart", "first_answer", "control", "stream", "search", "edit", "memory"}
 
 
 @pytest.mark.timeout(600)
@@ -28,7 +28,7 @@ def test_quick_bench_run_writes_every_benchmark(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     results = json.loads(out.read_text(encoding="utf-8"))
-    assert set(results["benchmarks"]) == BENCHMARKS
+    assert set(results["benchmarks"]) == set(BENCHMARKS)  # every registered benchmark ran
     for name, bench in results["benchmarks"].items():
         assert bench["error"] is None, name
         assert bench["rows"], name

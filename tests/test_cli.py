@@ -327,3 +327,22 @@ def test_the_hunk_question_in_a_terminal_shows_the_changed_lines(workspace: Path
     hunk = question[question.rindex("hunk 1 at line 2") :]
     assert '-     return "Hello " + name' in hunk and '+     return "Hi " + name' in hunk, hunk
     assert 'return "Hi " + name' in (workspace / "app.py").read_text()
+def test_run_shows_a_sub_agents_tool_calls_indented(workspace: Path) -> None:
+    task = {"description": "Find the greeting", "prompt": "Where is greet?", "agent": "explore"}
+    script = {
+        "turns": [
+            {"tool_calls": [{"name": "task", "input": task}]},
+            {"tool_calls": [{"name": "list_files", "input": {"pattern": "*.py"}}]},
+            {"text": "greet is in app.py"},
+            {"text": "It is in app.py."},
+        ]
+    }
+    done = agent_ls("run", "--no", "Where is greet?", cwd=workspace, script=script)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "It is in app.py."  # the sub-agent's text is not the answer
+    lines = done.stderr.splitlines()
+    task_line = next(i for i, line in enumerate(lines) if line == "→ Find the greeting")
+    child = next(i for i, line in enumerate(lines) if "list" in line and "*.py" in line)
+    assert child > task_line
+    assert lines[child].startswith("    → ")
+    assert any(line.startswith("✓ Find the greeting") for line in lines[child:])

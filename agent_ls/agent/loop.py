@@ -10,8 +10,9 @@ import asyncio
 import json
 import logging
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from agent_ls.agent.compaction import compact, needs_compaction
 from agent_ls.agent.session import Session
@@ -28,7 +29,13 @@ from agent_ls.ports.model import (
 from agent_ls.ports.updates import Location, ToolCallUpdate
 from agent_ls.pricing import cost_usd
 from agent_ls.settings import Settings
-from agent_ls.tools.base import Tool, ToolContext, ToolResult, describe_validation_error
+from agent_ls.tools.base import (
+    SubagentRunner,
+    Tool,
+    ToolContext,
+    ToolResult,
+    describe_validation_error,
+)
 from agent_ls.tools.registry import ToolRegistry
 from agent_ls.workspace import FileProblem, Workspace
 
@@ -63,6 +70,14 @@ class RunResult:
         return out
 
 
+class SubagentHosting(SubagentRunner, Protocol):
+    """The runner of a loop's ``task`` calls (``agent/subagents.py``), as the loop sees it."""
+
+    def totals(self) -> tuple[Usage, float]:
+        """The usage and cost of this run's sub-agents so far."""
+        ...
+
+
 _STOP_REASONS = {
     "end_turn": "end_turn",
     "stop_sequence": "end_turn",
@@ -95,24 +110,35 @@ class AgentLoop:
         # What goes before this turn's first text so the run's turns read apart: the chat's
         # chunks and the result's text stay one and the same string.
         self._separator = ""
+        # Sub-agents (agent/subagents.py): the runner of this loop's ``task`` calls, the
+        # usage of the run in flight (read live by the runner), and what the rest of the run
+        # tree has spent (a parent's children; for a child, its parent and siblings), so one
+        # spending cap covers the whole tree.
+        self.subagents: SubagentHosting | None = None
+        self.live_usage = Usage()
+        self.spent_elsewhere: Callable[[], float] = lambda: 0.0
+
+    def spent(self, usage: Usage) -> float:
+        """The session's spending so far, this run's whole tree included."""
+        return self.session.cost_usd + self._cost(usage) + self.spent_elsewhere()
 
     async def run(self, prompt: str) -> RunResult:
         """Run one ask to completion, cancellation or failure."""
         session = self.session
         session.add_user_text(prompt)
-        usage = Usage()
+        usage = self.live_usage = Usage()
         texts: list[str] = []
         stop = "max_turn_requests"
         error: str | None = None
         try:
             for _turn in range(self.settings.max_turns):
                 cap = self.settings.max_cost_usd
-                if cap is not None and session.cost_usd + self._cost(usage) >= cap:
+                if cap is not None and self.spent(usage) >= cap:
                     session.close_dangling_tool_uses(CANCELLED_RESULT)
                     stop = "error"
                     error = (
                         f"the session's spending cap of ${cap:.2f} is reached "
-                        f"(spent ${session.cost_usd + self._cost(usage):.4f}); "
+                        f"(spent ${self.spent(usage):.4f}); "
                         "raise maxCostUsd or start a new session"
                     )
                     break
@@ -148,6 +174,12 @@ class AgentLoop:
             session.close_dangling_tool_uses(CANCELLED_RESULT)
             stop, error = "error", str(exc)
         cost = self._cost(usage)
+        if self.subagents is not None:  # the run's usage and cost include its sub-agents
+            child_usage, child_cost = self.subagents.totals()
+            usage = Usage()
+            usage.add(self.live_usage)
+            usage.add(child_usage)
+            cost += child_cost
         session.usage.add(usage)
         session.cost_usd += cost
         return RunResult(session.id, stop, "".join(texts), usage, cost, error)
@@ -245,7 +277,7 @@ class AgentLoop:
                         "used": event.usage.context_tokens,
                         "size": self.model.context_window,
                         "cost": {
-                            "amount": round(self.session.cost_usd + self._cost(usage), 6),
+                            "amount": round(self.spent(usage), 6),
                             "currency": "USD",
                         },
                     },
@@ -303,6 +335,7 @@ class AgentLoop:
             edited_paths=self.session.edited_paths,
             named_paths=self.session.named_paths,
             readable_paths=self.session.readable_paths,
+            subagents=self.subagents,
         )
         title = tool.title(args)
         self.port.update(

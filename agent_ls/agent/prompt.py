@@ -86,16 +86,29 @@ def tool_guidance(tools: list[ToolSpec]) -> str:
 
 
 def build_system_prompt(
-    root: Path, tools: list[ToolSpec] | None = None, today: datetime.date | None = None
+    root: Path,
+    tools: list[ToolSpec] | None = None,
+    today: datetime.date | None = None,
+    *,
+    intro: str | None = None,
+    context: str | None = None,
 ) -> str:
     """The session's system prompt: static parts first, so the cache prefix stays stable.
 
     Built once per session (it runs git, so call it off the event loop); the date and git
-    state are those of the session's start.
+    state are those of the session's start. ``intro`` replaces the agent's own instructions
+    (a sub-agent's definition body); ``context`` is a :func:`project_context` built before.
     """
-    parts = [prompts.load("system.md")]
+    parts = [prompts.load("system.md") if intro is None else intro]
     if tools:
         parts.append(tool_guidance(tools))
+    parts.append(project_context(root, today) if context is None else context)
+    return "\n\n".join(p for p in parts if p)
+
+
+def project_context(root: Path, today: datetime.date | None = None) -> str:
+    """The project instructions, the environment and the git state (runs git)."""
+    parts = []
     blocks = []
     for path in find_instruction_files(root):
         try:

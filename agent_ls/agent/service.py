@@ -13,11 +13,13 @@ import importlib
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agent_ls.agent.loop import AgentLoop, RunResult
     from agent_ls.agent.session import Session
+    from agent_ls.agent.subagents import SubagentCatalog
     from agent_ls.ports.editor import EditorPort
     from agent_ls.ports.model import Model
     from agent_ls.safety.permissions import Permissions
@@ -61,6 +63,11 @@ class AgentService:
         self._tools: ToolRegistry | None = None
         # Synchronous clean-ups for an exit that cannot wait (child processes to kill).
         self.exit_hooks: list[Callable[[], None]] = []
+        # Sub-agents: each session's definitions and tool sets (with ``task``), built at its
+        # first run; problems with agent files go to ``on_warning`` (window/showMessage).
+        self.catalogs: dict[str, SubagentCatalog] = {}
+        self.on_warning: Callable[[str], None] = log.warning
+        self._warned: set[str] = set()
 
     @property
     def settings(self) -> Settings:
@@ -162,20 +169,71 @@ class AgentService:
         """An agent loop for one run of ``session`` (the system prompt is built once)."""
         from agent_ls.agent.loop import AgentLoop
         from agent_ls.agent.prompt import build_system_prompt
+        from agent_ls.agent.subagents import SubagentHost
 
+        catalog = await self.subagent_catalog(session.id, workspace.root)
         if session.id not in self.system_prompts:
             self.system_prompts[session.id] = await asyncio.to_thread(
-                build_system_prompt, workspace.root, self.tools().specs()
+                build_system_prompt,
+                workspace.root,
+                catalog.parent_tools.specs(),
+                context=catalog.context,
             )
-        return AgentLoop(
+        loop = AgentLoop(
             session=session,
             model=self.model(),
-            tools=self.tools(),
+            tools=catalog.parent_tools,
             workspace=workspace,
             port=port,
             settings=self.settings,
             system_prompt=self.system_prompts[session.id],
         )
+        SubagentHost(catalog, loop, lambda requested: self.subagent_model(catalog, requested))
+        return loop
+
+    # -- sub-agents ------------------------------------------------------------------------
+
+    async def subagent_catalog(self, session_id: str, root: Path) -> SubagentCatalog:
+        """The session's sub-agent definitions and tool sets, loaded at its first run."""
+        from agent_ls.agent.subagents import SubagentCatalog
+
+        catalog = self.catalogs.get(session_id)
+        if catalog is None:
+            catalog = await asyncio.to_thread(SubagentCatalog.load, root, self.tools())
+            self.catalogs[session_id] = catalog
+            self._warn_once(catalog.problems)
+        return catalog
+
+    async def subagent_status(self, session_id: str | None, root: Path) -> dict[str, Any]:
+        """``agent.status``'s ``agents``: the session's, or a fresh look before its first run."""
+        from agent_ls.agent.subagents import load_definitions, status_of
+
+        catalog = self.catalogs.get(session_id or "")
+        if catalog is not None:
+            return catalog.status()
+        agents, problems = await asyncio.to_thread(load_definitions, root)
+        self._warn_once(problems)
+        return status_of(agents, problems)
+
+    def _warn_once(self, problems: list[str]) -> None:
+        for problem in problems:
+            if problem not in self._warned:
+                self._warned.add(problem)
+                self.on_warning(problem)
+
+    def subagent_model(self, catalog: SubagentCatalog, requested: str | None) -> Model:
+        """A definition's model: the session's unless it names another. Raises ValueError."""
+        from agent_ls.agent.subagents import child_model_spec
+        from agent_ls.models import load_model
+
+        session_spec = self.settings.resolved_model()
+        spec = child_model_spec(requested, session_spec)
+        if spec is None or spec == session_spec:
+            return self.model()
+        model = catalog.models.get(spec)
+        if model is None:
+            model = catalog.models[spec] = load_model(spec)
+        return model
 
     def begin_run(
         self, session_id: str, body: Callable[[ActiveRun], Coroutine[Any, Any, RunResult]]

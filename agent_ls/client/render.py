@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.text import Text
 
 OUTPUT_LINES = 12
+NESTED_INDENT = "    "
 STATUS_MARK = {"completed": "✓", "failed": "✗", "in_progress": "…", "pending": "·"}
 
 
@@ -39,6 +40,12 @@ def edit_outcome(output: dict[str, Any]) -> tuple[str, str, str]:
         return "?", ": applied, not yet confirmed by the editor", "yellow"
     reason = str(output.get("reason") or "").strip()
     return "✗", ": failed" + (f" ({reason.splitlines()[0][:200]})" if reason else ""), "red"
+def parent_call(update: dict[str, Any]) -> str | None:
+    """The ``task`` call a sub-agent's update belongs to (``_meta.agentLs``), if any."""
+    meta = update.get("_meta")
+    agent_ls = meta.get("agentLs") if isinstance(meta, dict) else None
+    parent = agent_ls.get("parentToolCallId") if isinstance(agent_ls, dict) else None
+    return str(parent) if parent else None
 
 
 class Renderer:
@@ -58,6 +65,7 @@ class Renderer:
         self.out = sys.stderr if json_output else sys.stdout
         self.err = Console(stderr=True, highlight=False, soft_wrap=True, force_terminal=color)
         self.titles: dict[str, str] = {}
+        self.nested: set[str] = set()  # tool calls of sub-agents, shown indented
         self._mid_line = False
 
     def _break_line(self) -> None:
@@ -84,21 +92,30 @@ class Renderer:
             self._break_line()
             call_id = str(update.get("toolCallId"))
             self.titles[call_id] = str(update.get("title", ""))
+            if parent_call(update):
+                self.nested.add(call_id)
+            pad = self._pad(call_id)
             if update.get("status") == "failed":
-                self.err.print(Text(f"✗ {self.titles[call_id]}", style="red"))
+                self.err.print(Text(f"{pad}✗ {self.titles[call_id]}", style="red"))
             else:
-                self.err.print(Text(f"→ {self.titles[call_id]}", style="cyan"))
+                self.err.print(Text(f"{pad}→ {self.titles[call_id]}", style="cyan"))
         elif kind == "tool_call_update":
             self._tool_update(update)
         elif kind == "current_mode_update":
             self.err.print(Text(f"mode: {update.get('currentModeId')}", style="magenta"))
 
+    def _pad(self, call_id: str) -> str:
+        return NESTED_INDENT if call_id in self.nested else ""
+
     def _tool_update(self, update: dict[str, Any]) -> None:
         status = update.get("status")
+        pad = self._pad(str(update.get("toolCallId")))
         for item in update.get("content") or []:
             if item.get("type") == "diff":
                 self._break_line()
-                self.diff(str(item.get("path")), item.get("oldText"), str(item.get("newText")))
+                self.diff(
+                    str(item.get("path")), item.get("oldText"), str(item.get("newText")), pad
+                )
             elif item.get("type") == "content" and status in ("completed", "failed"):
                 text = str((item.get("content") or {}).get("text", ""))
                 lines = text.rstrip("\n").splitlines()
@@ -107,7 +124,7 @@ class Renderer:
                     lines = [f"[... {skipped} lines ...]", *lines[-OUTPUT_LINES:]]
                 self._break_line()
                 for line in lines:
-                    self.err.print(Text("  │ " + line, style="dim"))
+                    self.err.print(Text(pad + "  │ " + line, style="dim"))
         if status in ("completed", "failed"):
             title = self.titles.get(str(update.get("toolCallId")), "")
             output = update.get("rawOutput")
@@ -121,9 +138,9 @@ class Renderer:
             elif status == "failed" and isinstance(output, str):
                 detail = ": " + output.strip().splitlines()[0][:200] if output.strip() else ""
             self._break_line()
-            self.err.print(Text(f"{mark} {title}{detail}", style=style))
+            self.err.print(Text(f"{pad}{mark} {title}{detail}", style=style))
 
-    def diff(self, path: str, old: str | None, new: str) -> None:
+    def diff(self, path: str, old: str | None, new: str, indent: str = "") -> None:
         with contextlib.suppress(ValueError):
             path = str(Path(path).relative_to(Path.cwd() if self.root is None else self.root))
         lines = difflib.unified_diff(
@@ -143,7 +160,7 @@ class Renderer:
                 style = "red"
             elif line.startswith("@@"):
                 style = "cyan"
-            self.err.print(Text(line, style=style or ""))
+            self.err.print(Text(indent + line, style=style or ""))
 
     def question(self, message: str, answer: str, why: str) -> None:
         """Show a question the client answered by itself, and its answer."""
@@ -156,6 +173,10 @@ class Renderer:
         self.err.print(Text(f"  {answer} ({why})", style="yellow"))
 
     def progress(self, message: str) -> None:
+        # A sub-agent's step is "[<agent>: <description>] <title>": its tool call is shown.
+        step = message.split("] ", 1)[1] if message.startswith("[") and "] " in message else None
+        if step is not None and step in self.titles.values():
+            return
         if not self.quiet and message and message not in self.titles.values():
             self._break_line()
             self.err.print(Text(f"  {message}", style="dim"))

@@ -18,11 +18,18 @@ def uri_to_path(uri: str) -> Path | None:
 
 
 def plain_json(obj: Any) -> Any:
-    """pygls hands unknown-method results over as namedtuples; make them plain JSON."""
+    """pygls hands unknown-method results over as namedtuples; make them plain JSON.
+
+    Its namedtuples rename a key that is not an identifier to ``_<position>``; the only such key
+    in the contract is ACP's ``_meta`` (sub-agents' ``parentToolCallId``), so it is restored.
+    """
     if isinstance(obj, dict):
         return {k: plain_json(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple) and hasattr(obj, "_asdict"):
-        return {k: plain_json(v) for k, v in obj._asdict().items()}
+        return {
+            ("_meta" if k == f"_{i}" else k): plain_json(v)
+            for i, (k, v) in enumerate(obj._asdict().items())
+        }
     if isinstance(obj, list | tuple):
         return [plain_json(v) for v in obj]
     return obj

@@ -263,8 +263,9 @@ class LspEditorPort:
             diff = hunks_diff(shown, proposal.old_text or "", proposal.hunks)
             added, removed = diff_summary(diff)
             verb = "Create" if proposal.old_text is None else "Apply edit to"
+            origin = f"{proposal.origin} " if proposal.origin else ""
             answer = await self._ask(
-                f"{verb} {shown}? (+{added} -{removed} lines)\n\n{diff[:4000]}",
+                f"{origin}{verb} {shown}? (+{added} -{removed} lines)\n\n{diff[:4000]}",
                 [types.MessageActionItem(title=APPLY), types.MessageActionItem(title=REJECT)],
             )
             if answer != APPLY:

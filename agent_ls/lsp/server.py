@@ -134,6 +134,12 @@ class AgentServer(LanguageServer):
         from agent_ls.agent.service import AgentService
 
         self.service = AgentService(lambda: self.settings)
+        self.service.on_warning = self.warn
+
+    def warn(self, message: str) -> None:
+        self.window_show_message(
+            types.ShowMessageParams(type=types.MessageType.Warning, message=f"agent-ls: {message}")
+        )
 
     @property
     def settings(self) -> Settings:
@@ -472,7 +478,17 @@ async def cmd_status(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
         "costUsd": round(current.cost_usd, 6) if current else 0.0,
         "grants": list(current.permissions.grants) if current else [],
         "workspace": [str(p) for p in ls.roots()],
+        "agents": await _agents_status(ls),
     }
+
+
+async def _agents_status(ls: AgentServer) -> dict[str, Any] | None:
+    """The sub-agents of the current session (a fresh look before its first run)."""
+    roots = ls.roots()
+    if not roots or (ls.state.settings is None and ls.service.current is None):
+        return None  # right after start: do not wait on the warm-up's imports
+    current = ls.service.current
+    return await ls.service.subagent_status(current.id if current else None, roots[0])
 
 
 def _raw_model_and_mode(options: Any) -> tuple[str, str]:

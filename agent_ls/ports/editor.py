@@ -62,6 +62,7 @@ class EditProposal:
     version: int | None
     label: str
     needs_confirmation: bool = True
+    origin: str = ""  # "[<agent>: <description>]" when a sub-agent proposes it
 
 
 # "unconfirmed": the editor says it applied the edit but has not shown the new text yet.

@@ -63,6 +63,7 @@ class ToolCall(TypedDict):
     status: ToolCallStatus
     locations: list[Location]
     rawInput: Any  # the model's input, as JSON
+    _meta: NotRequired[dict[str, Any]]  # {"agentLs": {"parentToolCallId"}} for sub-agents
 
 
 class ToolCallUpdate(TypedDict):
@@ -73,6 +74,7 @@ class ToolCallUpdate(TypedDict):
     status: NotRequired[ToolCallStatus]
     rawOutput: NotRequired[Any]  # the text the model reads, or a JSON object
     content: NotRequired[list[ToolCallContent]]
+    _meta: NotRequired[dict[str, Any]]
 
 
 class PlanEntry(TypedDict):

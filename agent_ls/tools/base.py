@@ -10,7 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -38,6 +38,14 @@ class ToolResult:
     display: list[ToolCallContent] | None = None  # ACP tool-call content (diffs, output)
 
 
+class SubagentRunner(Protocol):
+    """Runs one sub-agent to its end, for the ``task`` tool (``agent/subagents.py``)."""
+
+    async def run_task(
+        self, agent: str, description: str, prompt: str, ctx: ToolContext
+    ) -> ToolResult: ...
+
+
 @dataclass
 class ToolContext:
     """Everything a tool may touch while it runs."""
@@ -52,6 +60,7 @@ class ToolContext:
     edited_paths: set[Path] = field(default_factory=set)
     named_paths: set[Path] = field(default_factory=set)  # paths the user named in the prompt
     readable_paths: set[Path] = field(default_factory=set)  # folders always readable
+    subagents: SubagentRunner | None = None  # the ``task`` tool's runner; None in sub-agents
 
     def stream(self, text: str) -> None:
         """Stream partial output of the running tool to the editor."""

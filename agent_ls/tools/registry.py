@@ -21,6 +21,9 @@ class ToolRegistry:
     def names(self) -> list[str]:
         return list(self._tools)
 
+    def all(self) -> list[Tool[Any]]:
+        return list(self._tools.values())
+
     def specs(self) -> list[ToolSpec]:
         """The tools as the model sees them, built once (they are part of the cache prefix)."""
         if self._specs is None:

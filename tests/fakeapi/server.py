@@ -59,6 +59,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         fake = self.server.fake
+        fake._enter()
+        try:
+            self._post(fake)
+        finally:
+            fake._leave()
+
+    def _post(self, fake: FakeAPI) -> None:
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length) if length else b""
         try:
@@ -77,6 +84,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(404, {"error": {"type": "not_found_error", "message": f"no route {path}"}})
             return
         response = fake._next_response()
+        if isinstance(response, Turn) and response.latency:
+            time.sleep(response.latency)
         b = body if isinstance(body, dict) else {}
         model = str(b.get("model", "fake-model"))
         msg_id = fake._new_id("msg_fake_" if protocol == "anthropic" else "chatcmpl-fake")
@@ -189,6 +198,8 @@ class FakeAPI:
         self._tool_ids = itertools.count(1)
         self._gone = threading.Condition(self._lock)
         self.disconnects = 0
+        self.in_flight = 0
+        self.peak_in_flight = 0  # the most requests answered at the same time
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -262,6 +273,15 @@ class FakeAPI:
             return self._gone.wait_for(lambda: self.disconnects >= count, timeout)
 
     # used by the handler
+    def _enter(self) -> None:
+        with self._lock:
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+
+    def _leave(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
+
     def _record(self, request: RecordedRequest) -> None:
         with self._lock:
             self._requests.append(request)

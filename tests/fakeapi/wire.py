@@ -46,6 +46,7 @@ class Turn:
     e.g. to script invalid JSON). ``stop_reason`` ``None`` means
     ``tool_use`` when there are tool uses, else ``end_turn`` (OpenAI: ``tool_calls``/``stop``).
     ``chunk_delay``: seconds slept before each SSE record (``None``: the server's default).
+    ``latency``: seconds slept before the response starts.
     """
 
     text: str | list[str] | None = None
@@ -56,6 +57,7 @@ class Turn:
     stop_reason: str | None = None
     usage: TurnUsage = field(default_factory=TurnUsage)
     chunk_delay: float | None = None
+    latency: float = 0.0  # seconds before the response starts (a model thinking)
 
 
 _ERROR_TYPES = {
@@ -155,6 +157,7 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: Any
+    at: float = field(default_factory=time.perf_counter)  # when it arrived
 
 
 # --- wire format -------------------------------------------------------------------------

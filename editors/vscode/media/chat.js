@@ -248,20 +248,60 @@
     call.el.className = 'tool ' + call.status + (call.kind ? ' kind-' + call.kind : '');
   }
 
+  // The `task` call a sub-agent's update belongs to (`_meta.agentLs.parentToolCallId`).
+  function parentCall(u) {
+    const meta = u && u._meta && u._meta.agentLs;
+    return meta && meta.parentToolCallId ? calls.get(meta.parentToolCallId) : undefined;
+  }
+
+  // A task card holds its sub-agent's calls in a collapsed list with a one-line summary.
+  function childList(parent) {
+    if (!parent.children) {
+      const box = document.createElement('details');
+      box.className = 'tool-children';
+      box.innerHTML = '<summary></summary>';
+      parent.el.insertBefore(box, parent.el.querySelector('.tool-body'));
+      parent.children = { box, calls: [] };
+    }
+    return parent.children;
+  }
+
+  function childSummary(parent) {
+    const list = parent.children;
+    if (!list) return;
+    const n = list.calls.length;
+    const failed = list.calls.filter((c) => c.status === 'failed').length;
+    const running = list.calls.filter((c) => c.status === 'pending' || c.status === 'in_progress').length;
+    let text = n + ' tool call' + (n === 1 ? '' : 's');
+    if (running) text += ' · ' + running + ' running';
+    if (failed) text += ' · ' + failed + ' failed';
+    if (parent.cost) text += ' · $' + parent.cost.toFixed(4);
+    list.box.querySelector('summary').textContent = text;
+  }
+
   function onToolCall(u) {
     textBlock = thoughtBlock = null;
-    const el = add('tool');
+    const parent = parentCall(u);
+    const el = document.createElement('div');
+    el.className = 'tool';
     el.innerHTML = '<div class="tool-head"></div><div class="tool-body"></div>';
-    const call = { el, title: u.title, kind: u.kind, status: u.status || 'pending', content: u.content };
+    if (parent) {
+      childList(parent).box.appendChild(el);
+    } else {
+      container().appendChild(el);
+    }
+    const call = { el, title: u.title, kind: u.kind, status: u.status || 'pending', content: u.content, parent };
     calls.set(u.toolCallId, call);
+    if (parent) parent.children.calls.push(call);
     toolHeader(call);
     toolContent(call);
+    if (parent) childSummary(parent);
   }
 
   function onToolCallUpdate(u) {
     let call = calls.get(u.toolCallId);
     if (!call) {
-      onToolCall({ toolCallId: u.toolCallId, title: u.title || u.toolCallId, status: u.status || 'pending' });
+      onToolCall({ toolCallId: u.toolCallId, title: u.title || u.toolCallId, status: u.status || 'pending', _meta: u._meta });
       call = calls.get(u.toolCallId);
     }
     if (u.title) call.title = u.title;
@@ -270,6 +310,7 @@
     if (u.rawOutput !== undefined) call.raw = u.rawOutput;
     toolHeader(call);
     toolContent(call);
+    if (call.parent) childSummary(call.parent);
   }
 
   function onPlan(u) {
@@ -323,12 +364,21 @@
       case 'plan':
         onPlan(u);
         break;
-      case 'usage_update':
-        usage.used = u.used || 0;
-        usage.size = u.size || 0;
-        usage.cost = (u.cost && u.cost.amount) || 0;
+      case 'usage_update': {
+        const cost = (u.cost && u.cost.amount) || 0;
+        const task = parentCall(u);
+        if (task) {
+          // A sub-agent's call: what the session spent since is the task's share.
+          task.cost = (task.cost || 0) + Math.max(0, cost - (usage.cost || 0));
+          childSummary(task);
+        } else {
+          usage.used = u.used || 0;
+          usage.size = u.size || 0;
+        }
+        usage.cost = cost;
         showUsage();
         break;
+      }
       case 'current_mode_update':
         usage.mode = u.currentModeId;
         showUsage();

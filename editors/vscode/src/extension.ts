@@ -247,7 +247,10 @@ export class Agent implements vscode.Disposable {
     if (u.sessionUpdate === 'usage_update') {
       const cost = u.cost as { amount?: number } | undefined;
       this.cost = cost?.amount ?? this.cost;
-      this.context = { used: Number(u.used ?? 0), size: Number(u.size ?? 0) };
+      const meta = u._meta as { agentLs?: { parentToolCallId?: string } } | undefined;
+      if (!meta?.agentLs?.parentToolCallId) { // a sub-agent's context is not the session's
+        this.context = { used: Number(u.used ?? 0), size: Number(u.size ?? 0) };
+      }
       this.renderStatus();
     } else if (u.sessionUpdate === 'current_mode_update') {
       this.mode = String(u.currentModeId ?? this.mode);

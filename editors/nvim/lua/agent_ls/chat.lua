@@ -228,10 +228,16 @@ local function edit_outcome(call)
   return ' · ' .. raw.status
 end
 
+--- The `task` call a sub-agent's update belongs to (`_meta.agentLs.parentToolCallId`).
+local function parent_call(u)
+  local meta = type(u._meta) == 'table' and u._meta.agentLs or nil
+  return type(meta) == 'table' and meta.parentToolCallId or nil
+end
+
 local function call_line(call)
   local icon = ICONS[call.status] or '•'
   local status = (call.status or '?'):gsub('_', ' ')
-  return ('%s %s · %s%s'):format(icon, call.title or 'tool', status, edit_outcome(call))
+  return ('%s%s %s · %s%s'):format(call.indent or '', icon, call.title or 'tool', status, edit_outcome(call))
 end
 
 --- The lines under a tool call's header: its content (diffs, output) and a failure reason.
@@ -259,6 +265,11 @@ local function call_body(call)
   if call.status == 'failed' and call.raw ~= nil and call.raw ~= vim.NIL then
     local raw = type(call.raw) == 'string' and call.raw or vim.json.encode(call.raw)
     lines[#lines + 1] = '    ' .. (util.lines(raw)[1] or ''):sub(1, 200)
+  end
+  if call.indent then -- a sub-agent's call sits under its task
+    for i, l in ipairs(lines) do
+      lines[i] = call.indent .. l
+    end
   end
   return lines
 end
@@ -294,6 +305,9 @@ end
 
 local function on_tool_call(u)
   local call = { title = u.title, kind = u.kind, status = u.status or 'pending', content = u.content }
+  if parent_call(u) then
+    call.indent = '    '
+  end
   local region = new_region(call_line(call))
   call.mark, call.n = region.mark, 0
   S.calls[u.toolCallId or ('call' .. call.mark)] = call
@@ -305,7 +319,7 @@ end
 local function on_tool_call_update(u)
   local call = S.calls[u.toolCallId]
   if not call then
-    on_tool_call({ toolCallId = u.toolCallId, title = u.title or u.toolCallId, status = u.status })
+    on_tool_call({ toolCallId = u.toolCallId, title = u.title or u.toolCallId, status = u.status, _meta = u._meta })
     call = S.calls[u.toolCallId]
   end
   if u.title then
@@ -370,7 +384,11 @@ function M.on_update(params)
   elseif kind == 'plan' then
     on_plan(u)
   elseif kind == 'usage_update' then
-    S.usage = { used = u.used, size = u.size, cost = u.cost }
+    if parent_call(u) and S.usage then -- a sub-agent's context is not the session's
+      S.usage.cost = u.cost
+    else
+      S.usage = { used = u.used, size = u.size, cost = u.cost }
+    end
   elseif kind == 'current_mode_update' then
     S.mode = u.currentModeId
   end
