@@ -134,14 +134,41 @@ def _mcp(args: argparse.Namespace) -> int:
     return list_mcp_headless(options)
 
 
+def _rules_file(path: Path) -> dict[str, list[str]]:
+    """The ``permissions`` of a settings.json, or nothing when it is absent or unreadable."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    perms = raw.get("permissions") if isinstance(raw, dict) else None
+    if not isinstance(perms, dict):
+        return {}
+    return {
+        k: [r for r in v if isinstance(r, str)]
+        for k, v in perms.items()
+        if k in ("allow", "ask", "deny") and isinstance(v, list)
+    }
+
+
 def _check_command(args: argparse.Namespace) -> int:
-    from agent_ls.safety.shell import classify
+    from agent_ls.safety.check import check_command
+    from agent_ls.settings import PermissionRules, user_config_dir
 
     command = " ".join(args.command)
     if not command.strip():
         print("agent-ls check-command: give a command to classify", file=sys.stderr)
         return 2
-    print(json.dumps(classify(command).to_json()))
+    cwd = Path(args.cwd).expanduser()
+    if not cwd.is_dir():
+        print(f"agent-ls check-command: --cwd {args.cwd} is not a directory", file=sys.stderr)
+        return 2
+    merged: dict[str, list[str]] = {"allow": [], "ask": [], "deny": []}
+    for kind, rules in _rules_file(user_config_dir() / "settings.json").items():
+        merged[kind] += rules
+    # A repository cannot allow its own commands: the project's deny and ask rules only.
+    for kind, rules in _rules_file(cwd / ".agent-ls" / "settings.json").items():
+        merged[kind] += rules if kind != "allow" else []
+    print(json.dumps(check_command(command, cwd.resolve(), PermissionRules(**merged))))
     return 0
 
 
@@ -269,7 +296,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--keep", action="store_true", help="keep the edited copy of the project")
     demo.set_defaults(func=_demo)
 
-    check = sub.add_parser("check-command", help="the shell classifier's verdict as JSON")
+    check = sub.add_parser(
+        "check-command", help="the agent's verdict on a shell command (allow, ask, deny) as JSON"
+    )
+    check.add_argument("--cwd", default=".", help="the workspace folder (default: .)")
     check.add_argument("command", nargs=argparse.REMAINDER, help="the command line")
     check.set_defaults(func=_check_command)
 

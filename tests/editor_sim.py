@@ -184,6 +184,7 @@ class EditorSim:
     accept_delete: Callable[[Path], bool] = lambda path: True
     deleted: list[Path] = field(default_factory=list)
     bad_edits: list[str] = field(default_factory=list)  # edits no editor could apply as meant
+    fail_edits: list[str] = field(default_factory=list)  # fail the next edits with these reasons
 
     # -- buffers ---------------------------------------------------------------------------
 
@@ -252,6 +253,10 @@ class EditorSim:
 
     def _apply(self, params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
         self.edit_requests.append(params)
+        if self.fail_edits:  # the editor fails it (read-only file, ...): not the user's choice
+            return types.ApplyWorkspaceEditResult(
+                applied=False, failure_reason=self.fail_edits.pop(0)
+            )
         try:
             return self._apply_checked(params)
         except BadEdit as exc:

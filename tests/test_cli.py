@@ -109,6 +109,66 @@ def test_check_command_prints_one_json_verdict(tmp_path: Path) -> None:
     assert agent_ls("check-command", cwd=tmp_path).returncode == 2
 
 
+def _check(*args: str, cwd: Path, config: Path | None = None) -> dict[str, Any]:
+    env = dict(os.environ)
+    env["AGENT_LS_CONFIG_DIR"] = str(config or cwd / "no-user-config")
+    done = subprocess.run(
+        [sys.executable, "-m", "agent_ls", "check-command", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    verdict: dict[str, Any] = json.loads(done.stdout)
+    assert set(verdict) == {"decision", "reasons"} and verdict["reasons"]
+    return verdict
+
+
+def test_check_command_gives_the_agents_own_verdict(tmp_path: Path) -> None:
+    """The classifier alone allows these; the agent asks (issue 12, item 8)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    for line in ("cat .env", "cat ~/.ssh/id_ed25519", "cat /etc/shadow", "cat ../x.txt"):
+        assert _check("--", line, cwd=ws)["decision"] == "ask", line
+    assert _check("cat", ".env.example", cwd=ws)["decision"] == "allow"
+    # --cwd names the workspace: ../x.txt is inside a workspace one level up.
+    assert _check("--cwd", str(tmp_path), "--", "cat", "ws/../x.txt", cwd=ws)["decision"] == "allow"
+    secret = _check("--", "cat ~/.aws/credentials", cwd=ws)
+    assert "the AWS credentials folder ~/.aws" in secret["reasons"][0]
+
+
+def test_check_command_applies_user_and_project_rules(tmp_path: Path) -> None:
+    ws, config = tmp_path / "ws", tmp_path / "config"
+    (ws / ".agent-ls").mkdir(parents=True)
+    config.mkdir()
+    (config / "settings.json").write_text(
+        json.dumps(
+            {"permissions": {"deny": ["run_shell(git push:*)"], "allow": ["run_shell(make)"]}}
+        )
+    )
+    (ws / ".agent-ls" / "settings.json").write_text(
+        json.dumps({"permissions": {"ask": ["run_shell(git log:*)"], "allow": ["run_shell(rm:*)"]}})
+    )
+    pushed = _check("--", "git push origin main", cwd=ws, config=config)
+    assert pushed["decision"] == "deny" and "git push" in pushed["reasons"][0]
+    assert _check("make", cwd=ws, config=config)["decision"] == "allow"
+    assert _check("make", cwd=ws)["decision"] == "ask"  # without the user's rule
+    logged = _check("git", "log", cwd=ws, config=config)
+    assert logged["decision"] == "ask" and "git log:*" in logged["reasons"][0]
+    assert _check("--", "rm -rf /", cwd=ws, config=config)["decision"] == "deny"
+    assert _check("rm", "x", cwd=ws, config=config)["decision"] == "ask"  # the project's allow
+
+
+def test_check_command_usage_errors_exit_2(tmp_path: Path) -> None:
+    assert (
+        agent_ls("check-command", "--cwd", str(tmp_path / "missing"), "ls", cwd=tmp_path).returncode
+        == 2
+    )
+    assert agent_ls("check-command", "--", cwd=tmp_path).returncode == 2
+
+
 def test_run_keeps_a_bom_and_edits_the_right_place(workspace: Path) -> None:
     (workspace / "bom.py").write_bytes(b"\xef\xbb\xbfx = 1  # caf\xc3\xa9\r\ny = 2\r\n")
     script = {

@@ -12,6 +12,7 @@ import pytest
 
 from agent_ls.agent.prompt import build_system_prompt, find_instruction_files
 from agent_ls.tools.registry import default_tools
+from agent_ls.workspace import Workspace
 from tests.editor_sim import editor
 from tests.fakeapi import FakeAPI, Turn
 
@@ -246,3 +247,21 @@ async def test_follow_agent_reveals_files_without_focus(workspace: Path) -> None
             await asyncio.sleep(0.02)
         shown = ed.client.shown_documents
     assert shown and shown[0].uri.endswith("/notes.md") and shown[0].take_focus is False
+
+
+def test_paths_typed_in_the_prompt_count_as_named(tmp_path: Path) -> None:
+    from agent_ls.agent.context import find_named_paths
+
+    root = tmp_path / "ws"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "app.py").write_text("x\n")
+    (root / ".env").write_text("K=1\n")
+    outside = tmp_path / "logs"
+    outside.mkdir()
+    prompt = f"Look at src/app.py, `{outside}` and .env. Not missing.txt or https://x.io/a.b"
+    found = find_named_paths(prompt, Workspace([root]))
+    assert found == [
+        (root / "src" / "app.py").resolve(),
+        outside.resolve(),
+        (root / ".env").resolve(),
+    ]

@@ -119,8 +119,7 @@ def test_every_import_points_down() -> None:
 
 def test_no_import_circle() -> None:
     graph = {
-        m: {i for i in ours(imports_of(p)) if i in MODULES and i != m}
-        for m, p in MODULES.items()
+        m: {i for i in ours(imports_of(p)) if i in MODULES and i != m} for m, p in MODULES.items()
     }
     state: dict[str, int] = {}
     stack: list[str] = []

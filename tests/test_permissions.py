@@ -206,10 +206,10 @@ async def test_opaque_commands_can_only_be_allowed_once(tmp_path: Path) -> None:
     perms = Permissions()
     for _ in range(2):
         ctx, port = make_ctx(tmp_path, perms=perms, decisions=[Decision.ALLOW_SESSION])
-        assert await authorize_command("bash -c 'touch x'", ctx) is None
+        assert await authorize_command("eval 'touch x'", ctx) is None
         (question,) = port.asked
         assert question.grant is None
-        assert "bash -c 'touch x'" in question.message
+        assert "eval 'touch x'" in question.message
         assert "can only be allowed once" in question.message
     assert perms.grants == []
     ctx, port = make_ctx(tmp_path, perms=perms)  # no answer is a Deny
@@ -280,12 +280,15 @@ async def test_bypass_asks_nothing_but_deny_rules_still_refuse(tmp_path: Path) -
     assert refusal and "git push" in refusal
     assert "destructive" in (await authorize_command("rm -rf /", ctx) or "")
     # An opaque line cannot be checked against the deny rules: refused, not asked.
-    refusal = await authorize_command("bash -c 'git push'", ctx)
+    refusal = await authorize_command("eval 'git push'", ctx)
     assert refusal and "deny rules" in refusal
+    # A transparent wrapper is judged by its script: the deny rule sees the inner git push.
+    refusal = await authorize_command("bash -lc 'git push origin main'", ctx)
+    assert refusal and "run_shell(git push:*)" in refusal
     assert port.asked == []
     # Without deny rules an opaque line runs unasked in bypass mode.
     ctx, port = make_ctx(tmp_path, mode="bypassPermissions")
-    assert await authorize_command("bash -c 'touch x'", ctx) is None
+    assert await authorize_command("eval 'touch x'", ctx) is None
     path_ctx, path_port = make_ctx(tmp_path, mode="bypassPermissions", deny=["write_file(.env)"])
     assert await authorize_path(path_ctx, "write_file", tmp_path.parent / "x", write=True) is None
     assert (

@@ -182,6 +182,7 @@ RUN_WITHOUT_ASKING = [
     "sed -i s/a/b/ app.py",
     "bash scripts/check.sh",
     "./gradlew build",
+    "bash -c 'touch x'",  # a transparent wrapper: judged by its script, contained
 ]
 STILL_ASK = [
     "rm -rf src",
@@ -199,7 +200,7 @@ STILL_ASK = [
     "pip install requests",
     "python3 -m pip install requests",
     "python -c 'print(1)'",
-    "bash -c 'touch x'",
+    'bash -c "$SCRIPT"',  # opaque: the script is only known when it runs
     "PATH=/tmp/evil make",
     "kill 1",
     "frobnicate --now",

@@ -1,6 +1,8 @@
 """The shell-command safety classifier: the labelled corpus and focused behaviour.
 
-Nothing here runs a corpus command; the classifier only parses them.
+The corpus is judged as the agent judges it (``agent-ls check-command``: the classifier, then
+the secret, outside-the-workspace and other-repository checks) in an empty workspace. Nothing
+here runs a corpus command; they are only parsed and judged.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from agent_ls.safety import shell
+from agent_ls.safety.check import check_command
 from agent_ls.safety.shell import SimpleCommand, Verdict, classify
 
 CORPUS_PATH = Path(__file__).parent / "data" / "shell_corpus.jsonl"
@@ -32,6 +35,16 @@ KNOWN_ALLOW_MISSES: dict[str, str] = {
 }
 
 
+@pytest.fixture(scope="module")
+def corpus_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("corpus-workspace")
+
+
+def agent_decision(command: str, workspace: Path) -> str:
+    decision: str = check_command(command, workspace)["decision"]
+    return decision
+
+
 def _id(index: int, row: dict[str, str]) -> str:
     text = row["command"].replace("\n", "⏎")
     return f"{index:03d}-{row['expect']}-{text[:40]}"
@@ -49,21 +62,22 @@ def test_corpus_is_well_formed() -> None:
 
 
 @pytest.mark.parametrize("row", CORPUS, ids=[_id(i, r) for i, r in enumerate(CORPUS)])
-def test_corpus_command(row: dict[str, str]) -> None:
-    verdict = classify(row["command"])
+def test_corpus_command(row: dict[str, str], corpus_workspace: Path) -> None:
+    verdict = check_command(row["command"], corpus_workspace)
+    decision = verdict["decision"]
     if row["expect"] != "allow":
-        assert verdict.decision != "allow", f"must-ask command allowed: {row['command']!r}"
+        assert decision != "allow", f"must-ask command allowed: {row['command']!r}"
     if row["command"] in KNOWN_ALLOW_MISSES:
-        assert verdict.decision == "ask"
+        assert decision == "ask"
         pytest.xfail(KNOWN_ALLOW_MISSES[row["command"]])
-    assert verdict.decision == row["expect"], f"{row['command']!r} -> {verdict.to_json()}"
+    assert decision == row["expect"], f"{row['command']!r} -> {verdict}"
 
 
-def test_corpus_summary() -> None:
-    """100 % of must-ask commands caught, at least 90 % of read-only ones allowed."""
+def test_corpus_summary(corpus_workspace: Path) -> None:
+    """100 % of must-ask commands caught, at least 95 % of read-only ones allowed."""
     must_ask = [r for r in CORPUS if r["expect"] in ("ask", "deny")]
     read_only = [r for r in CORPUS if r["expect"] == "allow"]
-    decisions = {r["command"]: classify(r["command"]).decision for r in CORPUS}
+    decisions = {r["command"]: agent_decision(r["command"], corpus_workspace) for r in CORPUS}
     caught = sum(decisions[r["command"]] != "allow" for r in must_ask)
     denied = sum(decisions[r["command"]] == "deny" for r in CORPUS if r["expect"] == "deny")
     allowed = sum(decisions[r["command"]] == "allow" for r in read_only)
@@ -76,7 +90,7 @@ def test_corpus_summary() -> None:
         f"read-only allowed: {allowed}/{len(read_only)} = {100 * allowed / len(read_only):.1f} %"
     )
     assert caught == len(must_ask)
-    assert allowed / len(read_only) >= 0.90
+    assert allowed / len(read_only) >= 0.95
 
 
 def test_the_shared_parser_keeps_no_state_between_commands() -> None:
@@ -146,8 +160,9 @@ def test_parse_errors_ask_as_opaque(command: str) -> None:
         "source ./env.sh",
         ". ./env.sh",
         "exec ls",
-        "bash -c 'ls'",
-        "sh -c ls",
+        "bash -ic 'ls'",
+        'sh -c "$CMD"',
+        "fish -c ls",
         "python3 -c 'print(1)'",
         "node -e 'x'",
         "perl -ne 'print'",
@@ -225,6 +240,7 @@ def test_inline_assignment_keeps_the_decision_and_argv_drops_quotes() -> None:
         argv=("grep", "-n", "foo bar", "x y", "z"),
         decision="allow",
         reasons=("grep is read-only",),
+        expanded=(("grep",), ("-n",), ("foo bar",), ("x y",), ("z",)),
     )
 
 

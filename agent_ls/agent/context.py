@@ -3,6 +3,10 @@
 The active file and selection, and files the user mentions as ``@path``. Mentioned files are
 read through the buffer-aware workspace and count as read (the agent may edit them at once).
 Files that look like secrets are attached only when the user names them explicitly.
+
+A path typed in the prompt without ``@`` (absolute, ``~/...`` or relative to the workspace) is
+not attached, but counts as named, like a mention: the agent may read it (and under it, for a
+folder) without a question.
 """
 
 from __future__ import annotations
@@ -22,6 +26,29 @@ from agent_ls.workspace import FileProblem, ReadState, Workspace
 MENTION = re.compile(r"(?<![\w@/])@((?:[\w.~-]|/)[^\s,;:!?()\[\]{}<>\"'`]*)")
 MENTION_LINE_LIMIT = 2000
 MAX_MENTIONS = 20
+MAX_NAMED = 50
+_TOKEN_EDGES = "\"'`()[]{}<>,;:!?"
+
+
+def find_named_paths(prompt: str, workspace: Workspace) -> list[Path]:
+    """Existing paths the user typed in the prompt: ``/etc/hosts``, ``~/notes.txt``,
+    ``src/app.py``, ``.env``. A word counts when it looks like a path and exists."""
+    found: list[Path] = []
+    for token in prompt.split():
+        word = token.strip(_TOKEN_EDGES).lstrip("@").rstrip(".")
+        looks_like_path = "/" in word or word.startswith((".", "~")) or "." in word[1:]
+        if not word or not looks_like_path or word.startswith(("http:", "https:")):
+            continue
+        try:
+            path = workspace.resolve(word)
+            exists = workspace.exists(path)
+        except (FileProblem, OSError, ValueError):
+            continue
+        if path not in found and exists:
+            found.append(path)
+        if len(found) >= MAX_NAMED:
+            break
+    return found
 
 
 @dataclass
@@ -57,6 +84,7 @@ def attach(
     encoding: PositionEncoding = "utf-16",
 ) -> AttachedContext:
     context = AttachedContext()
+    named_paths.update(find_named_paths(prompt, workspace))
     if active_path is not None:
         shown = workspace.display(active_path)
         if is_secret_like(active_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -83,6 +84,31 @@ def diff_summary(diff: str) -> tuple[int, int]:
     except UnidiffParseError:
         return 0, 0
     return sum(f.added for f in patch), sum(f.removed for f in patch)
+
+
+def can_create_files(caps: types.ClientCapabilities) -> bool:
+    """The client applies ``CreateFile`` in a ``WorkspaceEdit``."""
+    ws_edit = caps.workspace.workspace_edit if caps.workspace else None
+    return bool(
+        ws_edit
+        and ws_edit.document_changes
+        and ws_edit.resource_operations
+        and types.ResourceOperationKind.Create in ws_edit.resource_operations
+    )
+
+
+def create_on_disk(path: Path, text: str) -> str | None:
+    """Create a new file with ``text``; None when done, else why not (it never overwrites)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return "the file appeared meanwhile; it was not overwritten"
+    except OSError as exc:
+        return f"the file could not be created ({exc.strerror or exc})"
+    with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+    return None
 
 
 def build_workspace_edit(
@@ -275,7 +301,10 @@ class LspEditorPort:
         has_annotations = bool(
             ws_caps and ws_caps.document_changes and ws_caps.change_annotation_support
         )
-        if proposal.needs_confirmation and not has_annotations:
+        # A new file for a client that cannot create one: no buffer can hold it, so after
+        # the user's Apply the server writes it to disk itself.
+        create_here = proposal.old_text is None and not can_create_files(caps)
+        if proposal.needs_confirmation and (not has_annotations or create_here):
             # The client cannot preview with per-hunk confirmation: ask first, with a summary.
             shown = server.display_path(proposal.path)
             diff = hunks_diff(shown, proposal.old_text or "", proposal.hunks)
@@ -290,6 +319,11 @@ class LspEditorPort:
                 return EditOutcome(
                     "rejected", final_text=proposal.old_text, final_version=proposal.version
                 )
+        if create_here:
+            problem = create_on_disk(proposal.path, proposal.new_text)
+            if problem:
+                return EditOutcome("failed", reason=problem)
+            return EditOutcome("applied", list(range(len(proposal.hunks))), proposal.new_text)
         edit = build_workspace_edit(proposal, uri, caps, position_encoding(server))
         try:
             result = await self._request(
@@ -379,7 +413,9 @@ class LspEditorPort:
             if applied:
                 reason = "the editor reported success but the file did not change"
                 return EditOutcome("rejected", [], current, version, reason)
-            return EditOutcome("rejected", [], current, version, failure or "")
+            if failure:  # the editor failed it (a stale version, a read-only file): no rejection
+                return EditOutcome("failed", [], current, version, f"the editor said: {failure}")
+            return EditOutcome("rejected", [], current, version, "")
         landed = landed_hunks(old, proposal.hunks, current)
         if landed is None:
             return EditOutcome(

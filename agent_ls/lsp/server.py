@@ -324,7 +324,9 @@ async def on_configuration(ls: AgentServer, params: types.DidChangeConfiguration
     types.TEXT_DOCUMENT_CODE_ACTION,
     types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]),
 )
-def on_code_action(ls: AgentServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+def on_code_action(
+    ls: AgentServer, params: types.CodeActionParams
+) -> list[types.CodeAction | types.Command]:
     diagnostics = list(params.context.diagnostics or [])
     if not diagnostics:
         return []
@@ -338,12 +340,17 @@ def on_code_action(ls: AgentServer, params: types.CodeActionParams) -> list[type
         "range": converter.unstructure(params.range),
         "diagnostics": [converter.unstructure(d) for d in diagnostics],
     }
+    fix = types.Command(title=title, command="agent.fix", arguments=[argument])
+    text_caps = ls.client_capabilities.text_document
+    action_caps = text_caps.code_action if text_caps else None
+    if action_caps is None or action_caps.code_action_literal_support is None:
+        return [fix]  # a client without literal support only understands Commands here
     return [
         types.CodeAction(
             title=title,
             kind=types.CodeActionKind.QuickFix,
             diagnostics=diagnostics,
-            command=types.Command(title=title, command="agent.fix", arguments=[argument]),
+            command=fix,
         )
     ]
 

@@ -170,13 +170,21 @@ class Permissions:
         self.grants.clear()
 
     async def ask(
-        self, port: EditorPort, message: str, grant: str | None, *, rule_asks: bool = False
+        self,
+        port: EditorPort,
+        message: str,
+        grant: str | None,
+        reasons: Sequence[str] = (),
+        *,
+        rule_asks: bool = False,
     ) -> bool:
         """Ask the user; remember ``grant`` when they allow it for the session.
 
         This is the one place a permission question is asked, after deny rules and classifier
         denies have had their say. A PreToolUse hook's "allow" answers it without asking
         (nothing is granted), except where an ask rule of the user asks (``rule_asks``).
+        ``reasons`` are the question's reasons, one by one, for callers that record questions
+        instead of asking them (``agent-ls check-command``).
         """
         if not rule_asks and allowed_by_hook() is not None:
             return True

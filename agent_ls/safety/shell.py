@@ -16,6 +16,7 @@ Nothing here runs a command: the module only reads the parse tree.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
 from dataclasses import dataclass
@@ -36,7 +37,9 @@ from agent_ls.safety.shell_rules import (
     is_known_command,
     judge,
     sensitive_env,
+    transparent_script,
 )
+from agent_ls.safety.shell_words import assigned_value, expand_word, join_continuations
 
 __all__ = ["SimpleCommand", "Verdict", "classify"]
 
@@ -54,6 +57,15 @@ class SimpleCommand:
     argv: tuple[str, ...]  # name + arguments with quotes removed where statically known
     decision: Decision
     reasons: tuple[str, ...]
+    # Per argv word: what bash expands it to (`~`, `$HOME`, braces), None when only known at
+    # run time, () when it is not a path at all (the script of `bash -c`).
+    expanded: tuple[tuple[str, ...] | None, ...] = ()
+    # Files read through an input redirection (`< f`, `$(< f)`, `done < f`): as written, and
+    # expanded as for `expanded`.
+    reads: tuple[tuple[str, tuple[str, ...] | None], ...] = ()
+    # Indices of argv words made of data the line computes when it runs (`$(cat list)`, a
+    # variable set by `read` or from a substitution): file names nobody typed.
+    computed: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +80,10 @@ class Verdict:
         return {"decision": self.decision, "reasons": list(self.reasons)}
 
 
+# tree-sitter-bash splits words at CR, VT and FF; bash does not (`echo a\r#; rm x` runs rm).
+# The parser reads them as a plain word character (same length, so offsets stay); the text
+# shown and judged is always the original.
+_NOT_BLANKS = bytes.maketrans(b"\r\v\f", b"\x01\x01\x01")
 _LOCK = threading.Lock()
 _PARSER: tree_sitter.Parser | None = None
 MAX_LENGTH = 100_000
@@ -91,14 +107,19 @@ def _classify(command: str, depth: int) -> Verdict:
         why = "a NUL byte" if "\x00" in command else "more text than is analysed"
         return Verdict("ask", [f"the command contains {why}: {_OPAQUE}"], [], True)
     src = command.encode("utf-8", "surrogateescape")
-    root = _parse(src).root_node
+    root = _parse(src.translate(_NOT_BLANKS)).root_node
+    if b"\\\n" in src:  # bash joins `tr\<newline>uncate` into one word; tree-sitter splits it
+        joined = join_continuations(src, _kept_continuations(root))
+        if joined != src:
+            src = joined
+            root = _parse(src.translate(_NOT_BLANKS)).root_node
     w = _Walker(src, depth)
     try:
         if root.has_error:
             bad = _first_error(root) or root
             near = f"missing {bad.type}" if bad.is_missing else f"near {w.text(bad)[:40]!r}"
             w.flag(bad, f"the command could not be parsed ({near})")
-        if _hidden_continuation(command):
+        if _hidden_continuation(src.decode("utf-8", "surrogateescape")):
             w.flag(root, "a line continuation after `$` hides an expansion")
         w.walk(root, ())
         if w.arithmetic and w.runtime_data:
@@ -144,6 +165,7 @@ _LEAVES = frozenset(
 _TEXT_CHECKED = frozenset({"word", "raw_string", "string_content", "regex", "extglob_pattern"})
 _SUBSCRIPT_RE = re.compile(r"\[[^\]]*(\$\(|`)")
 _ARITH_RE = re.compile(r"\(\(|\[\[.*\s-(eq|ne|lt|le|gt|ge)\s", re.S)
+_INPUT = "\x00input:"  # marks an Effect that records a file read, not a judgement
 _WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
 _HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "-"})
 
@@ -155,17 +177,44 @@ class _Walker:
         self.found: list[tuple[int, SimpleCommand, bool]] = []  # (start byte, command, opaque)
         self.arithmetic = False  # saw $((..)), ((..)), let or [[ -eq ]]
         self.runtime_data = False  # saw a value computed at run time (read, x=$(..), for .. in)
+        # Variables the line sets, with every value they may hold (None: only known at run time).
+        self.vars: dict[str, tuple[str, ...] | None] = {}
+
+    def computed(self, raw: str) -> bool:
+        """The word holds a substitution or a variable the line set from run-time data."""
+        if _count_unescaped(raw, "$(") or _count_unescaped(raw, "`"):
+            return True
+        names = re.findall(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", raw)
+        return any(n in self.vars and self.vars[n] is None for n in names)
+
+    def bind(self, name: str, values: tuple[str, ...] | None) -> None:
+        if name in self.vars:
+            before = self.vars[name]
+            values = None if before is None or values is None else before + values
+        self.vars[name] = values
 
     def text(self, node: Node, end: int | None = None) -> str:
         return self.src[node.start_byte : max(node.end_byte, end or 0)].decode("utf-8", "replace")
 
-    def record(self, node: Node, text: str, name: str, argv: tuple[str, ...], j: Judgement) -> None:
-        cmd = SimpleCommand(text, name, argv, j.decision, tuple(j.reasons))
+    def record(
+        self,
+        node: Node,
+        text: str,
+        name: str,
+        argv: tuple[str, ...],
+        j: Judgement,
+        expanded: tuple[tuple[str, ...] | None, ...] = (),
+        reads: tuple[str, ...] = (),
+    ) -> None:
+        inputs = tuple((raw, expand_word(raw, self.vars)) for raw in reads)
+        cmd = SimpleCommand(text, name, argv, j.decision, tuple(j.reasons), expanded, inputs)
         self.found.append((node.start_byte, cmd, j.opaque))
 
-    def pseudo(self, node: Node, j: Judgement, text: str | None = None) -> None:
+    def pseudo(
+        self, node: Node, j: Judgement, text: str | None = None, reads: tuple[str, ...] = ()
+    ) -> None:
         """A finding on a construct that is not a simple command (name "", no argv)."""
-        self.record(node, text or self.text(node), "", (), j)
+        self.record(node, text or self.text(node), "", (), j, reads=reads)
 
     def flag(self, node: Node, why: str, decision: Decision = "ask", text: str = "") -> None:
         self.pseudo(node, Judgement().add(decision, why, decision == "ask"), text or None)
@@ -235,6 +284,19 @@ class _Walker:
             self.arithmetic = True
         if t == "for_statement" and node.child_by_field_name("value") is not None:
             self.runtime_data = True
+        if t in ("for_statement", "select_statement"):
+            var = node.child_by_field_name("variable")
+            items = node.children_by_field_name("value")
+            values: list[str] | None = [] if items else None
+            for item in items:
+                expanded = expand_word(self.text(item), self.vars)
+                values = None if values is None or expanded is None else values + list(expanded)
+            if var is not None:
+                self.bind(self.text(var), tuple(values) if values is not None else None)
+            why = sensitive_env(self.text(var), None) if var is not None else None
+            if var is not None and why is not None:
+                j = Judgement().add("ask", f"the loop {why}")
+                self.pseudo(var, j, f"for {self.text(var)} in ...")
         if t == "command":
             self.simple(node, inherited, None)
         elif t == "redirected_statement":
@@ -248,7 +310,7 @@ class _Walker:
                 self.assignment(node) if t == "variable_assignment" else self.redirect(node)[0]
             )
             if effects:
-                self.pseudo(node, _judgement(effects))
+                self.pseudo(node, _judgement(effects), reads=_reads(effects))
         elif t == "declaration_command":
             self.declaration(node, inherited)
         elif t in ("unset_command", "test_command"):
@@ -256,7 +318,8 @@ class _Walker:
                 self.walk(c, ())
             why = "unset only removes variables" if t == "unset_command" else "a test is read-only"
             argv = tuple(self.word(c).shown for c in node.children)
-            self.record(node, self.text(node), argv[0], argv, _judgement(inherited, why))
+            j = _judgement(inherited, why)
+            self.record(node, self.text(node), argv[0], argv, j, reads=_reads(inherited))
         elif t in ("command_substitution", "process_substitution"):
             for c in node.named_children:
                 self.walk(c, ())
@@ -290,27 +353,56 @@ class _Walker:
             self.walk(a, ())
         name_node = node.child_by_field_name("name")
         if name_node is None:
-            self.pseudo(node, _judgement(effects).add("ask", "a command without a name", True))
+            j = _judgement(effects).add("ask", "a command without a name", True)
+            self.pseudo(node, j, reads=_reads(effects))
             return
         self.walk(name_node, ())
         head, problem = self.command_name(name_node)
         self.arithmetic = self.arithmetic or head.value == "let"
         self.runtime_data = self.runtime_data or head.value in ("read", "mapfile", "readarray")
         words = [head, *(self.word(a) for a in args)]
-        j = Judgement().add("ask", problem, True) if problem else judge(words, self.ctx)
+        expanded = [expand_word(w.raw, self.vars) for w in words]
+        inner = None if problem else transparent_script(words)
+        if inner is not None and self.ctx.depth < 8:
+            index = inner[0]
+            expanded[index] = ()  # the script is judged as commands below, not as a path
+            j = judge(words, self.ctx.spliced())
+        else:
+            inner = None
+            j = Judgement().add("ask", problem, True) if problem else judge(words, self.ctx)
         for e in effects:
-            j.add(*e)
+            if not e[1].startswith(_INPUT):
+                j.add(*e)
         name = "" if problem else head.value or ""
-        self.record(node, self.text(node, own_end), name, tuple(w.shown for w in words), j)
+        argv = tuple(w.shown for w in words)
+        text = self.text(node, own_end)
+        self.record(node, text, name, argv, j, tuple(expanded), _reads(effects))
+        computed = tuple(i for i, w in enumerate(words) if self.computed(w.raw))
+        if computed:
+            start, cmd, opaque = self.found[-1]
+            self.found[-1] = (start, dataclasses.replace(cmd, computed=computed), opaque)
+        if head.value in ("read", "mapfile", "readarray"):
+            for w in words[1:]:
+                if w.value and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", w.value):
+                    self.bind(w.value, None)  # set from the input: data
+        if inner is not None:
+            verdict = _classify(inner[1], self.ctx.depth + 1)
+            for cmd in verdict.commands:
+                self.found.append((node.start_byte, cmd, verdict.opaque))
+            if not verdict.commands and verdict.opaque:
+                self.flag(node, "; ".join(verdict.reasons))
 
     def assignment(self, node: Node) -> list[Effect]:
         name_node, value = node.child_by_field_name("name"), node.child_by_field_name("value")
         name = self.text(name_node) if name_node is not None else ""
+        name = name.split("[", 1)[0]  # BASH_CMDS[ls]=./ls
         if value is None:
             return []
         self.walk(value, ())
         v = self.word(value).value
         self.runtime_data = self.runtime_data or v is None
+        if name_node is not None and name_node.type == "variable_name":
+            self.bind(name, assigned_value(self.text(value), self.vars))
         effects: list[Effect] = []
         if (why := sensitive_env(name, v)) is not None:
             effects.append(("ask", why, False))
@@ -323,17 +415,40 @@ class _Walker:
     def declaration(self, node: Node, inherited: tuple[Effect, ...]) -> None:
         keyword = node.children[0].type if node.children else "declare"
         effects, argv = list(inherited), [keyword]
+        nameref = False
         for c in node.named_children:
             if c.type == "variable_assignment":
                 effects += self.assignment(c)
                 argv.append(self.text(c))
+                if nameref:
+                    effects += self.nameref(c)
                 continue
             self.walk(c, ())
             argv.append(self.word(c).shown)
-            if keyword == "export" and self.word(c).known == "-f":
+            flag = self.word(c).known or ""
+            if keyword == "export" and flag == "-f":
                 effects.append(("ask", "export -f passes shell functions to child shells", True))
+            if keyword != "export" and re.fullmatch(r"-[a-zA-Z]*n[a-zA-Z]*", flag):
+                nameref = True
+            elif nameref and c.type in ("variable_name", "word") and not flag.startswith("-"):
+                why = f"{keyword} -n makes {self.text(c)} a reference to a variable named later"
+                effects.append(("ask", f"{why} (PATH, IFS, ...: it can change what runs)", False))
         j = _judgement(effects, f"{keyword} only sets shell variables")
-        self.record(node, self.text(node), keyword, tuple(argv), j)
+        self.record(node, self.text(node), keyword, tuple(argv), j, reads=_reads(effects))
+
+    def nameref(self, node: Node) -> list[Effect]:
+        """`declare -n p=PATH`: assigning p later assigns PATH."""
+        name_node, value = node.child_by_field_name("name"), node.child_by_field_name("value")
+        name = self.text(name_node) if name_node is not None else "?"
+        target = self.word(value).known if value is not None else None
+        if target is None:
+            return [
+                ("ask", f"{name} becomes a reference to a variable only known at run time", True)
+            ]
+        if sensitive_env(target.split("[", 1)[0], None) is not None:
+            why = f"makes {name} a reference to {target}, which changes what programs run or how"
+            return [("ask", why, False)]
+        return []
 
     def redirected(self, node: Node, inherited: tuple[Effect, ...]) -> None:
         body = node.child_by_field_name("body")
@@ -343,7 +458,8 @@ class _Walker:
             found, end = self.redirect(r)
             effects, own_end = effects + found, max(own_end, end)
         if body is None:
-            self.pseudo(node, _judgement(effects, "a redirection without a command"))
+            j = _judgement(effects, "a redirection without a command")
+            self.pseudo(node, j, reads=_reads(effects))
         elif body.type == "command":
             self.simple(body, inherited + tuple(effects), own_end)
         elif body.type == "pipeline":  # bash applies the redirection to the last stage only
@@ -367,6 +483,8 @@ class _Walker:
             return [
                 ("ask", f"the redirection opens a network connection ({target})", False)
             ], r.end_byte
+        if op == "<":  # a file read: recorded for the policy's path checks
+            return [("allow", _INPUT + w.raw, False)], r.end_byte
         if op not in _WRITE_OPS or target in _HARMLESS_TARGETS or (target or "x").isdigit():
             return [], r.end_byte
         verb = "appends output to" if op in (">>", "&>>") else "redirects output to"
@@ -450,14 +568,38 @@ class _Walker:
 def _judgement(effects: list[Effect] | tuple[Effect, ...], allow: str = "") -> Judgement:
     j = Judgement()
     for e in effects:
-        j.add(*e)
+        if not e[1].startswith(_INPUT):
+            j.add(*e)
     if allow and j.decision == "allow":
         j.add("allow", allow)
     return j
 
 
+def _reads(effects: list[Effect] | tuple[Effect, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(e[1][len(_INPUT) :] for e in effects if e[1].startswith(_INPUT)))
+
+
 def _unescape(m: re.Match[str]) -> str:
     return "" if m.group(1) == "\n" else m.group(1)  # backslash-newline joins lines
+
+
+def _kept_continuations(root: Node) -> list[tuple[int, int]]:
+    """Where bash keeps a backslash-newline as it is: single quotes, `$'...'`, comments and
+    the bodies of quoted here-documents."""
+    kept: list[tuple[int, int]] = []
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        if n.type in ("raw_string", "ansi_c_string", "comment"):
+            kept.append((n.start_byte, n.end_byte))
+            continue
+        if n.type == "heredoc_redirect":
+            start = next((c for c in n.children if c.type == "heredoc_start"), None)
+            quoted = start is not None and any(q in (start.text or b"") for q in b"'\"\\")
+            if quoted:
+                kept += [(c.start_byte, c.end_byte) for c in n.children if c.type == "heredoc_body"]
+        stack.extend(n.children)
+    return kept
 
 
 def _first_error(node: Node) -> Node | None:

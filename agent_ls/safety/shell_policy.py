@@ -34,9 +34,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from agent_ls.safety.paths import is_secret_like, sensitive_reason
-from agent_ls.safety.rules import command_words
+from agent_ls.safety.paths import (
+    holds_credential_stores,
+    secret_kind,
+    sensitive_reason,
+)
+from agent_ls.safety.rules import command_words, unwrapped
 from agent_ls.safety.shell_rules import ASK_REASONS
+from agent_ls.safety.shell_words import expand_word
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -68,6 +73,9 @@ class ShellScope(Protocol):
     @property
     def named_paths(self) -> set[Path]: ...
 
+    @property
+    def readable_paths(self) -> set[Path]: ...
+
 
 _REDIRECT_REASON = re.compile(
     r"^(?:redirects|appends) output to (?P<target>.+?)(?P<dyn>, a file named by an expansion)?$"
@@ -79,11 +87,25 @@ _EFFECT_REASON = re.compile(
 )
 _HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "-"})
 _DYNAMIC = re.compile(r"[$`]|^['\"]|<\(|>\(")
-# Commands whose path arguments are not read for their content: no secret-read question.
+# Commands whose arguments are not files read for their content: no read question.
 _NOT_READING = frozenset(
     """echo printf ls cd pushd popd pwd test [ [[ stat du df file type which command realpath
-    readlink dirname basename wc touch mkdir rm rmdir ln chmod chown chgrp""".split()  # noqa: SIM905
+    readlink dirname basename wc touch mkdir rm rmdir ln chmod chown chgrp tr seq expr sleep
+    kill pkill pgrep pidof date id whoami uname nproc true false : export local declare typeset
+    readonly unset alias hash umask wait jobs exit return break continue shift trap set let
+    getconf locale arch tty uptime free ps printenv groups logname users who w cal help whereis
+    mkfifo mktemp unlink""".split()  # noqa: SIM905
 )
+# Commands whose first operand is a pattern or a program, not a file (unless -e / -f gives it).
+_PATTERN_FIRST = frozenset(
+    "grep egrep fgrep rg ag ack sed awk gawk mawk nawk jq yq xmllint".split()  # noqa: SIM905
+)
+_PATTERN_OPTIONS = ("-e", "-f", "--regexp", "--file", "--expression", "--source", "--from-file")
+# Device files any program may read: never a question.
+_HARMLESS_READS = frozenset(
+    {"/dev/null", "/dev/zero", "/dev/random", "/dev/urandom", "/dev/stdin", "/dev/tty", "-"}
+)
+MAX_GLOB_MATCHES = 200
 
 
 # Commands whose own ask is only "writes files in the workspace"; their targets are checked
@@ -243,7 +265,7 @@ def write_targets(argv: Sequence[str]) -> list[str]:
         found += _option_values(args, "-P", "--directory-prefix")
         return found or ["."]
     if name == "tar":
-        return _option_values(args, "-C", "--directory")
+        return _option_values(args, "-C", "--directory") + _tar_created(args)
     if name == "unzip":
         return _option_values(args, "-d") or ["."]
     if name == "find":
@@ -259,6 +281,19 @@ def write_targets(argv: Sequence[str]) -> list[str]:
     return []
 
 
+def _tar_created(args: Sequence[str]) -> list[str]:
+    """The archive ``tar c`` / ``tar -czf out.tgz`` writes."""
+    if not args:
+        return []
+    first = args[0].lstrip("-")
+    if not args[0].startswith("--") and "c" in first and "f" in first:
+        rest = first[first.index("f") + 1 :]
+        return [rest] if rest else list(args[1:2])
+    if any(a in ("-c", "--create") for a in args):
+        return _option_values(args, "-f", "--file")
+    return []
+
+
 def _after(args: Sequence[str], option: str) -> list[str]:
     return [args[i + 1] for i, a in enumerate(args[:-1]) if a == option]
 
@@ -271,13 +306,22 @@ class _Where:
 
     def follow(self, part: SimpleCommand) -> None:
         if part.name in ("cd", "pushd"):
-            args = [a for a in part.argv[1:] if a not in ("-L", "-P", "-e", "-@", "--")]
-            if not args:
+            index = next(
+                (
+                    i
+                    for i, a in enumerate(part.argv)
+                    if i and a not in ("-L", "-P", "-e", "-@", "--")
+                ),
+                None,
+            )
+            if index is None:
                 self.cwd = Path.home() if part.name == "cd" else None
-            elif args[0] == "-" or _DYNAMIC.search(args[0]):
+                return
+            paths = part.expanded[index] if index < len(part.expanded) else (part.argv[index],)
+            if part.argv[index] == "-" or not paths or len(paths) != 1:
                 self.cwd = None
-            elif self.cwd is not None:
-                self.cwd = self.resolve(args[0])
+            elif self.cwd is not None or os.path.isabs(paths[0]):
+                self.cwd = self.resolve(paths[0])
         elif part.name == "popd":
             self.cwd = None
 
@@ -309,6 +353,7 @@ class _PartCheck:
     own: list[str] = field(default_factory=list)  # the command's own: allow rules, grants
     around: list[str] = field(default_factory=list)  # redirections, variables: asked each time
     targets: list[str] = field(default_factory=list)  # its own write targets: asked each time
+    cwd: Path | None = None  # where it runs
 
     @property
     def sticky(self) -> list[str]:
@@ -348,27 +393,278 @@ def _check_part(part: SimpleCommand, where: _Where, ctx: ShellScope) -> _PartChe
             _add(check.around, _target_reason(m.group("target"), where, ctx))
     for target in write_targets(part.argv):
         _add(check.targets, _target_reason(target, where, ctx))
-    if part.name and part.name.rpartition("/")[2] not in _NOT_READING:
-        for raw in part.argv[1:]:
-            _add(check.own, _secret_read(raw, where, ctx))
-    for raw in _input_redirects(part.text):
-        _add(check.around, _secret_read(raw, where, ctx))
+    base = part.name.rpartition("/")[2]
+    if part.name and base not in _NOT_READING:
+        files = set(_file_operands(base, part.argv))
+        written = _written_indices(part.argv)
+        for index in range(1, len(part.argv)):
+            if index in written:
+                continue  # a write target is judged as one (`cp a /etc/x` writes /etc/x)
+            for reason in _read_reasons(part, index, index in files, where, ctx):
+                _add(check.own, reason)
+        if not files and _searches_cwd(base, part.argv):  # `rg token` searches "."
+            for reason in _path_reasons(".", ".", True, where, ctx):
+                _add(check.own, reason)
+    for raw, paths in part.reads:
+        for path in paths or ():
+            for reason in _path_reasons(raw, path, True, where, ctx):
+                _add(check.around, reason)
+    _add(check.around, _git_elsewhere(part, where, ctx))
     return check
 
 
-def _secret_read(raw: str, where: _Where, ctx: ShellScope) -> str | None:
-    if raw.startswith("-") or _DYNAMIC.search(raw):
-        return None
-    resolved = where.resolve(raw)
-    if not (is_secret_like(Path(raw)) or (resolved is not None and is_secret_like(resolved))):
-        return None
-    if resolved is not None and resolved in ctx.named_paths:
-        return None  # the user named it in the prompt
-    return f"reads {raw}, which looks like a secret (environment file, key or credentials)"
+def _searches_cwd(name: str, argv: Sequence[str]) -> bool:
+    """A recursive search that, given no folder, searches the current one."""
+    if name in ("rg", "ag", "fd", "fdfind", "find", "tree"):
+        return True
+    recursive = any(a in ("--recursive", "--dereference-recursive") for a in argv)
+    short = any(re.match(r"^-[a-zA-Z]*[rR]", a) for a in argv if not a.startswith("--"))
+    return name in ("grep", "egrep", "fgrep") and (recursive or short)
 
 
-def _input_redirects(text: str) -> list[str]:
-    return [m.group(2) for m in re.finditer(r"(?:^|\s)\d*<\s*(['\"]?)([^\s'\"<>|;&()]+)\1", text)]
+def _written_indices(argv: Sequence[str]) -> set[int]:
+    """Indices of the words ``write_targets`` names (the last operand of ``cp``...)."""
+    targets = write_targets(argv)
+    if not targets or argv[0].rpartition("/")[2] in ("touch", "mkdir", "tee", "rm", "truncate"):
+        return set()  # these name only targets; reading them is nothing new either
+    out: set[int] = set()
+    for target in targets:
+        for i in range(len(argv) - 1, 0, -1):
+            if i not in out and (argv[i] == target or argv[i].endswith("=" + target)):
+                out.add(i)
+                break
+    return out
+
+
+def _file_operands(name: str, argv: Sequence[str]) -> list[int]:
+    """Indices of the words that name files the command reads (best effort)."""
+    operands = [i for i, a in enumerate(argv) if i and (a == "-" or not a.startswith("-"))]
+    if "--" in argv:
+        cut = argv.index("--")
+        operands = [i for i in operands if i < cut] + list(range(cut + 1, len(argv)))
+    if name == "find":  # the roots, before the first test or action
+        roots = []
+        for i in range(1, len(argv)):
+            if argv[i].startswith(("-", "(", "!")):
+                break
+            roots.append(i)
+        return roots
+    if name in _PATTERN_FIRST and operands:
+        given = any(a.startswith(_PATTERN_OPTIONS) for a in argv[1:])
+        return operands if given else operands[1:]
+    return operands
+
+
+def _word_paths(part: SimpleCommand, index: int) -> tuple[str, ...] | None:
+    """What the word expands to (`~`, `$HOME`, braces); None when only known at run time."""
+    if index < len(part.expanded):
+        return part.expanded[index]
+    raw = part.argv[index]
+    return None if _DYNAMIC.search(raw) else (raw,)
+
+
+def _read_reasons(
+    part: SimpleCommand, index: int, is_file: bool, where: _Where, ctx: ShellScope
+) -> list[str]:
+    raw = part.argv[index]
+    if raw.startswith("-"):  # `--file=~/.aws/credentials`: the value is a path too
+        _, eq, value = raw.partition("=")
+        paths = expand_word(value) if eq and value else None
+        kinds = [(p, secret_kind(Path(os.path.expanduser(p)))) for p in paths or ()]
+        return [f"reads {p} (in {raw}), which looks like a secret: {k}" for p, k in kinds if k]
+    if part.name.rpartition("/")[2] == "git" and re.match(r"^[^/:]*:[^/]", raw):
+        _, _, path = raw.partition(":")  # `git show HEAD:.env` reads it from history
+        kind = secret_kind(Path(path))
+        if kind:
+            return [f"reads {path} from the git history ({raw}), which looks like a secret: {kind}"]
+    reasons: list[str] = []
+    paths = _word_paths(part, index)
+    named = re.search(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", raw)
+    if paths is None and named and _CREDENTIAL_VARIABLE.search(named.group(1)):
+        return [f"reads {raw}, a file named by a credentials variable only known when it runs"]
+    for path in _word_paths(part, index) or ():
+        for reason in _path_reasons(raw, path, is_file, where, ctx):
+            if reason not in reasons:
+                reasons.append(reason)
+    return reasons
+
+
+def _globbed(path: str, where: _Where) -> list[str]:
+    """The files a glob matches now (bash expands it the same way when it runs), else itself."""
+    if not re.search(r"(?<!\\)[*?\[]", path):
+        return [path]
+    import glob
+
+    pattern = path if os.path.isabs(path) or where.cwd is None else str(where.cwd / path)
+    matches = sorted(glob.glob(pattern))[:MAX_GLOB_MATCHES]
+    return matches or [path]
+
+
+def _named(path: Path, ctx: ShellScope) -> bool:
+    """The user named this path, or a folder above it, in the prompt."""
+    return path in ctx.named_paths or any(
+        path.is_relative_to(n) for n in ctx.named_paths if n != path and n.is_dir()
+    )
+
+
+def _path_reasons(raw: str, path: str, is_file: bool, where: _Where, ctx: ShellScope) -> list[str]:
+    """Why reading ``path`` (the word ``raw`` as typed, expanded) needs the user's say-so."""
+    if path in _HARMLESS_READS or path.startswith("/dev/fd/") or path.startswith("-"):
+        return []
+    reasons: list[str] = []
+    for one in _globbed(path, where):
+        resolved = where.resolve(one)
+        shown = raw if one == raw else f"{raw} ({one})"
+        named = resolved is not None and _named(resolved, ctx)
+        kind = secret_kind(Path(one)) or (secret_kind(resolved) if resolved else None)
+        outside = (
+            is_file
+            and resolved is not None
+            and not named
+            and not ctx.workspace.contains(resolved)
+            and not any(resolved.is_relative_to(f) for f in ctx.readable_paths)
+        )
+        where_ = ", outside the workspace," if outside else ","
+        if kind and not named:
+            reasons.append(f"reads {shown}{where_} which looks like a secret: {kind}")
+        elif is_file and resolved is not None and holds_credential_stores(resolved) and not named:
+            folder = shown if str(resolved) in shown else f"{shown} ({resolved})"
+            reasons.append(
+                f"reads everything under {folder}{where_} which holds credential stores "
+                "(~/.ssh, ~/.aws, ~/.config/gh, ...)"
+            )
+        elif outside:
+            reasons.append(f"reads {shown}, outside the workspace")
+    return list(dict.fromkeys(reasons))
+
+
+# Commands whose output names files in folders whose own words were judged (find's roots...).
+_LISTERS = frozenset("find fd fdfind ls git".split())  # noqa: SIM905
+_LIST_FLAGS = ("-l", "-L", "--files", "--files-with-matches", "--files-without-match")
+_XARGS_VALUES = frozenset(
+    [
+        "-I",
+        "-L",
+        "-n",
+        "-P",
+        "-s",
+        "-d",
+        "-E",
+        "-e",
+        "-a",
+        "--arg-file",
+        "--delimiter",
+        "--max-args",
+        "--max-procs",
+        "--max-lines",
+        "--replace",
+        "--eof",
+        "--max-chars",
+        "--process-slot-var",
+    ]
+)
+
+
+def _xargs_reader(part: SimpleCommand) -> tuple[str, list[str]] | None:
+    """``(program, arg files)`` when the part is ``xargs PROGRAM`` and PROGRAM reads files."""
+    argv = next((a for a in unwrapped(part.argv) if a and a[0] == "xargs"), None)
+    if argv is None:
+        return None
+    i, files = 1, []
+    while i < len(argv) and argv[i].startswith("-"):
+        if argv[i] in ("-a", "--arg-file") and i + 1 < len(argv):
+            files.append(argv[i + 1])
+        elif argv[i].startswith("--arg-file="):
+            files.append(argv[i].split("=", 1)[1])
+        i += 2 if argv[i] in _XARGS_VALUES else 1
+    program = argv[i].rpartition("/")[2] if i < len(argv) else "echo"
+    return (f"xargs {program}", files) if program not in _NOT_READING else None
+
+
+_CREDENTIAL_VARIABLE = re.compile(r"CRED|SECRET|TOKEN|PASSW|AUTH|KEY", re.I)
+
+
+def _data_reader(part: SimpleCommand) -> tuple[str, list[str]] | None:
+    """``(program, [])`` when a reading command takes a file name only known when it runs
+    (``f=$(cat list); cat $f``, ``cat "$(cmd)"``): the line's other commands name it."""
+    base = part.name.rpartition("/")[2]
+    if not part.name or base in _NOT_READING or base == "xargs":
+        return None
+    for i in _file_operands(base, part.argv):  # not `grep "$PATTERN"`: a pattern names no file
+        if i in part.computed:
+            return (f"{base} {part.argv[i]}", [])
+    return None
+
+
+def _check_xargs(checks: list[_PartCheck], ctx: ShellScope) -> None:
+    """``echo ~/.ssh/id_rsa | xargs cat``: the files xargs reads are the words of the other
+    commands of the line, or data only known when it runs."""
+    for check in checks:
+        found = _xargs_reader(check.part) or _data_reader(check.part)
+        if found is None:
+            continue
+        program, files = found
+        sources = files + [raw for raw, _ in check.part.reads]
+        for source in sources:
+            _add(
+                check.own,
+                f"{program} reads the files named in {source}, known only when it runs",
+            )
+        for other in checks:
+            part = other.part
+            base = part.name.rpartition("/")[2]
+            if other is check or not part.name:
+                continue
+            where = _Where(other.cwd)
+            if base in _NOT_READING:  # echo, printf, ls: their words become the file names
+                for index in range(1, len(part.argv)):
+                    for reason in _read_reasons(part, index, True, where, ctx):
+                        _add(check.own, f"{program} {reason}")
+            elif (
+                base not in _LISTERS
+                and not (base in ("rg", "grep", "ag") and any(a in _LIST_FLAGS for a in part.argv))
+                and (_file_operands(base, part.argv) or part.reads)  # not a filter like sort
+            ):
+                _add(
+                    check.own,
+                    f"{program} reads files named by the output of `{part.text}`, "
+                    "known only when it runs",
+                )
+
+
+def _repo_root(path: Path) -> Path | None:
+    for folder in (path, *path.parents):
+        if (folder / ".git").exists():
+            return folder
+    return None
+
+
+def _git_elsewhere(part: SimpleCommand, where: _Where, ctx: ShellScope) -> str | None:
+    """git run in another repository (``-C ../other``, ``cd vendor/lib && git status``) runs
+    that repository's hooks and ``core.fsmonitor``: a question, each time."""
+    argv = next((a for a in unwrapped(part.argv) if a and a[0].rpartition("/")[2] == "git"), None)
+    if argv is None:
+        return None
+    folder = where.cwd
+    i = 1
+    while i < len(argv):
+        v = argv[i]
+        if v == "-C" and i + 1 < len(argv):
+            folder = _Where(folder).resolve(argv[i + 1]) if argv[i + 1] else folder
+            i += 2
+        elif v in ("-c", "--namespace", "--super-prefix", "--config-env", "--exec-path"):
+            i += 2
+        elif v.startswith("-"):
+            i += 1
+        else:
+            break
+    why = "its hooks and config (core.fsmonitor, ...) can run code"
+    if folder is None:
+        return f"git runs in a folder only known when it runs, maybe another repository: {why}"
+    theirs = _repo_root(folder)
+    if theirs is None or theirs == _repo_root(ctx.workspace.root):
+        return None
+    return f"git runs in the repository {theirs}, not the workspace's own: {why}"
 
 
 def _quote_block(command: str) -> str:
@@ -424,8 +720,10 @@ async def _authorize(
         if sandboxed:
             check.own = [r for r in check.own if not is_contained_reason(r)]
             check.around = [r for r in check.around if not is_contained_reason(r)]
+        check.cwd = where.cwd
         checks.append(check)
         where.follow(part)
+    _check_xargs(checks, ctx)
     line = _quote_block(command)
 
     if verdict.opaque or not verdict.commands:
@@ -438,7 +736,7 @@ async def _authorize(
             "It can only be allowed once: what cannot be analysed is never granted for the "
             "session."
         )
-        if await perms.ask(ctx.port, message, grant=None):
+        if await perms.ask(ctx.port, message, grant=None, reasons=reasons):
             return None
         return "The user denied running this command; it was not run."
 
@@ -467,7 +765,13 @@ async def _authorize(
                 "\nIf allowed, it runs in the sandbox with network access (files outside the "
                 "workspace stay read-only)."
             )
-        if not await perms.ask(ctx.port, message, grant=grant, rule_asks=rule_ask):
+        if not await perms.ask(
+            ctx.port,
+            message,
+            grant=grant,
+            reasons=own + around + targets,
+            rule_asks=rule_ask,
+        ):
             return f"The user denied `{part.text}`; the command was not run."
         answered.update(around + targets)
         answered.update(f"{words}: {r}" for r in own)
@@ -505,7 +809,9 @@ def _dialog(
         lines.append("It can only be allowed once: a permission rule asks for it every time.")
     else:
         kinds = []
-        if any(not r.startswith(("sets ", "reads ")) for r in around):
+        if any(r.startswith("git runs") for r in around):
+            kinds.append("git in another repository")
+        if any(not r.startswith(("sets ", "reads ", "git runs")) for r in around):
             kinds.append("redirections to files")
         if any(r.startswith("sets ") for r in around):
             kinds.append("sensitive variables")

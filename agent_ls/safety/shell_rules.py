@@ -81,9 +81,15 @@ class Judgement:
 class Ctx:
     depth: int
     payload: Callable[[str, int], Judgement]  # the whole classifier, for `bash -c` / `eval` text
+    # The walker judges the script of this command's transparent `bash -c` itself, command by
+    # command (see `transparent_script`): the shell only adds its own allow.
+    inline_spliced: bool = False
 
     def deeper(self) -> Ctx:
-        return Ctx(self.depth + 1, self.payload)
+        return Ctx(self.depth + 1, self.payload, self.inline_spliced)
+
+    def spliced(self) -> Ctx:
+        return Ctx(self.depth, self.payload, True)
 
 
 Handler = Callable[[str, list[Word], Judgement, Ctx], None]
@@ -198,7 +204,9 @@ SENSITIVE_ENV = _words(
     """PATH IFS BASH_ENV ENV PROMPT_COMMAND PS0 PS1 PS4 SHELLOPTS BASHOPTS GLOBIGNORE HOME
     XDG_CONFIG_HOME PAGER MANPAGER GIT_PAGER EDITOR VISUAL LESSOPEN LESSCLOSE PYTHONPATH
     PYTHONSTARTUP PYTHONHOME NODE_OPTIONS NODE_PATH PERL5OPT PERL5LIB RUBYOPT RUBYLIB
-    RUSTC_WRAPPER BROWSER SSH_ASKPASS SUDO_ASKPASS CDPATH"""
+    RUSTC_WRAPPER BROWSER SSH_ASKPASS SUDO_ASKPASS CDPATH EXECIGNORE FPATH INPUTRC ZDOTDIR
+    GCONV_PATH PERLLIB JAVA_TOOL_OPTIONS _JAVA_OPTIONS JDK_JAVA_OPTIONS CLASSPATH GEM_HOME
+    GEM_PATH RUBYGEMS_GEMDEPS NODE_EXTRA_CA_CERTS PYTHONUSERBASE TERMINFO SHELL"""
 )
 
 
@@ -206,7 +214,7 @@ def sensitive_env(name: str, value: str | None) -> str | None:
     """Why setting NAME changes what later code runs, or None when it is harmless."""
     if name in ("PAGER", "GIT_PAGER", "MANPAGER") and value in ("cat", ""):
         return None
-    if name in SENSITIVE_ENV or name.startswith(("LD_", "DYLD_", "GIT_", "BASH_FUNC_")):
+    if name in SENSITIVE_ENV or name.startswith(("LD_", "DYLD_", "GIT_", "BASH_")):
         return f"sets {name}, which changes what programs run or how"
     return None
 
@@ -290,25 +298,51 @@ def _norm_target(w: Word) -> str:
     return s
 
 
+def _catastrophic(w: Word) -> str | None:
+    """What deleting ``w`` recursively would destroy ("the whole filesystem"), as bash
+    expands it (braces, ``~``, ``$HOME``), or None."""
+    from agent_ls.safety.shell_words import expand_word, home
+
+    candidates = [_norm_target(w)]
+    for word in expand_word(w.raw) or ():
+        candidates.append(_norm_target(Word(word, word)))
+    for c in candidates:
+        if c in CATASTROPHIC or c.rstrip("/*") in ("", home().rstrip("/")):
+            top = c.startswith("/") and c.rstrip("/*") != home().rstrip("/")
+            return "the whole filesystem" if top else "the home directory"
+    return None
+
+
 @rule("rm")
 def _rm(name: str, args: list[Word], j: Judgement, ctx: Ctx) -> None:
     opts, targets = split_options(args)
     if any(has_short(o, "rRf") or o in ("--recursive", "--force") for o in opts):
-        for t in (t for t in targets if _norm_target(t) in CATASTROPHIC):
-            what = (
-                "the whole filesystem" if _norm_target(t).startswith("/") else "the home directory"
-            )
-            j.add("deny", f"{name} -rf {t.shown} would delete {what}")
+        for t in targets:
+            what = _catastrophic(t)
+            if what:
+                j.add("deny", f"{name} -rf {t.shown} would delete {what}")
     if "--no-preserve-root" in opts:
         j.add("deny", f"{name} --no-preserve-root disables the protection of /")
     j.add("ask", f"{name} deletes files")
+
+
+@rule("rsync")
+def _rsync(name: str, args: list[Word], j: Judgement, ctx: Ctx) -> None:
+    """rsync between two local folders copies and may delete; with a host it reaches it."""
+    opts, operands = split_options(args)
+    remote = [w.shown for w in operands if re.match(r"^([^/]*:|rsync://)", w.shown)]
+    if remote or any(o.startswith(("-e", "--rsh")) for o in opts):
+        j.add("ask", f"rsync reaches the network ({remote[0] if remote else 'a remote shell'})")
+    if any(o.startswith(("--del", "--remove-source")) for o in opts):
+        j.add("ask", "rsync deletes files (--delete or --remove-source-files)")
+    j.add("ask", "rsync copies files (writes)")
 
 
 @rule("chmod", "chown", "chgrp")
 def _chmod(name: str, args: list[Word], j: Judgement, ctx: Ctx) -> None:
     opts, targets = split_options(args)
     if any(has_short(o, "R") or o == "--recursive" for o in opts):
-        for t in (t for t in targets[1:] if _norm_target(t) in CATASTROPHIC):
+        for t in (t for t in targets[1:] if _catastrophic(t)):
             j.add("deny", f"{name} -R on {t.shown} changes the whole system ({ASK_REASONS[name]})")
     j.add("ask", f"{name} {ASK_REASONS[name]}")
 
@@ -504,7 +538,9 @@ def _shell(name: str, args: list[Word], j: Judgement, ctx: Ctx) -> None:
             i += 2 if v in ("-o", "+o", "-O", "+O") else 1
         else:
             break
-    if inline:
+    if inline and ctx.inline_spliced and _transparent_options(name, args):
+        j.add("allow", f"{name} -c runs a script, judged command by command")
+    elif inline:
         j.add("ask", f"{name} -c runs a command string", opaque=True)
         if i < len(args) and args[i].value is not None:
             _check_payload(args[i].value or "", j, ctx)
@@ -514,6 +550,79 @@ def _shell(name: str, args: list[Word], j: Judgement, ctx: Ctx) -> None:
         j.add("ask", f"{name} runs a script named by {args[i].brief}", opaque=True)
     else:
         j.add("ask", f"{name} runs the script {args[i].known}")
+
+
+# Shells whose `-c` script the bash parser reads as they do, and the options that leave it so.
+_TRANSPARENT_SHELLS = _words("sh bash dash ksh mksh ash zsh")
+_SET_OPTIONS = _words("pipefail errexit nounset xtrace verbose noclobber noglob")
+_ZSH_PLAIN = re.compile(r"[A-Za-z0-9_./:=@%+,'\"\s|&;$<>-]*")
+
+
+def _transparent_options(name: str, args: list[Word]) -> int | None:
+    """Index of the script among ``args`` when ``name ARGS`` is ``bash -c SCRIPT [args]``
+    with only options that change nothing about how SCRIPT parses or what it reads first
+    (``-l`` reads the user's own profile); else None."""
+    i, inline = 0, False
+    while i < len(args):
+        v = args[i].known
+        if v is None:
+            return None
+        if v in ("--login", "--noprofile", "--norc"):
+            i += 1
+        elif v == "--":  # the end of the options: the script follows
+            i += 1
+            break
+        elif v in ("-o", "+o") and i + 1 < len(args) and args[i + 1].known in _SET_OPTIONS:
+            i += 2
+        elif re.fullmatch(r"-[lceuxv]+|\+[euxv]+", v):
+            inline = inline or "c" in v
+            i += 1
+        else:
+            break
+    if not inline or i >= len(args) or args[i].known is None:
+        return None
+    if name == "zsh" and not _ZSH_PLAIN.fullmatch(args[i].known or ""):
+        return None  # glob qualifiers, `=(...)`, `${(e)...}`: zsh is not bash there
+    return i
+
+
+def transparent_script(words: Sequence[Word]) -> tuple[int, str] | None:
+    """``(index, script)`` when the command is a shell wrapper (``bash -lc "ls && pwd"``,
+    ``timeout 5 sh -c '...'``) whose script can be judged as if written on the line.
+
+    Follows the same wrappers as `judge` does (env, timeout, nice, sudo, ...), never xargs
+    (its input can end up in the script)."""
+    k = 0
+    for _ in range(8):
+        name = words[k].known if k < len(words) else None
+        if name is None:
+            return None
+        if "/" in name:
+            folder, _, base = name.rpartition("/")
+            if folder not in SYSTEM_DIRS:
+                return None
+            name = base
+        args = list(words[k + 1 :])
+        if name in _TRANSPARENT_SHELLS:
+            index = _transparent_options(name, args)
+            if index is None:
+                return None
+            return k + 1 + index, args[index].known or ""
+        if name in _WRAPPER_VALUES:
+            rest = skip_options(args, _WRAPPER_VALUES[name])
+            rest = rest[1:] if name == "timeout" else rest
+        elif name == "env":
+            rest = skip_options(args, _words("-u --unset"))
+            while rest and rest[0].known and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", rest[0].known):
+                rest = rest[1:]
+        elif name == "command" and not (args and args[0].known in ("-v", "-V")):
+            rest = skip_options(args, _words(""))
+        else:
+            return None
+        if not rest:
+            return None
+        k = len(words) - len(rest)
+    return None
 
 
 def _interpreter(name: str, family: str, args: list[Word], j: Judgement, ctx: Ctx) -> None:
@@ -991,6 +1100,9 @@ def git_globals(vals: list[str]) -> tuple[int, str | None]:
             return i, f"{v} runs a pager"
         if v in ("--version", "--help", "-h"):
             return len(vals), None
+        key = v.split("=", 1)[0]
+        if key in ("--git-dir", "--work-tree"):
+            return i, f"{key} points git at another repository (its hooks and config run code)"
         if v in _GIT_VALUE_OPTS:
             i += 2
         elif v in _GIT_FLAGS or v.split("=", 1)[0] in _GIT_VALUE_OPTS:

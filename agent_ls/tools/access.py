@@ -48,7 +48,11 @@ async def authorize_path(ctx: ToolContext, tool: str, path: Path, *, write: bool
         return None
     if real == memory_file(ctx.workspace.root) and not (match and match.verdict == "ask"):
         return None  # the project's memory: the agent keeps its notes without a question
-    named = real in ctx.named_paths or path in ctx.named_paths
+    named = (
+        real in ctx.named_paths
+        or path in ctx.named_paths
+        or any(real.is_relative_to(n) for n in ctx.named_paths if n != real and n.is_dir())
+    )  # the user named it, or a folder above it, in the prompt
     readable = not write and any(real.is_relative_to(f) for f in ctx.readable_paths)
     sticky: list[str] = []  # only an exact grant or rule for this very path clears these
     reasons: list[str] = []  # an allow rule clears these

@@ -146,7 +146,9 @@ def _report(
             raw_output={"status": "rejected"},
         )
     return ToolResult(
-        f"The edit to {shown} could not be applied: {outcome.reason or 'the editor refused it'}.",
+        f"The edit to {shown} could not be applied: {outcome.reason or 'the editor refused it'}. "
+        "This was not the user rejecting it; the file is unchanged. Read the file again and "
+        "retry, differently if needed.",
         is_error=True,
         raw_output={"status": "failed", "reason": outcome.reason},
     )
