@@ -88,12 +88,15 @@ class SessionStore:
         rows: list[dict[str, Any]] = []
         for path in self.root.glob("*.jsonl"):
             title = ""
+            cwd = ""
             turns = 0
             try:
                 with path.open(encoding="utf-8") as handle:
                     for line in handle:
-                        if '"type":"meta"' in line and not title:
-                            title = json.loads(line).get("title", "")
+                        if '"type":"meta"' in line:
+                            meta = json.loads(line)
+                            title = title or meta.get("title", "")
+                            cwd = cwd or meta.get("cwd", "")  # the folder of an ACP session
                         elif '"role":"assistant"' in line:
                             turns += 1
             except (OSError, json.JSONDecodeError):
@@ -105,6 +108,7 @@ class SessionStore:
                     "title": title,
                     "turns": turns,
                     "updated": updated.isoformat(timespec="seconds"),
+                    **({"cwd": cwd} if cwd else {}),
                 }
             )
         rows.sort(key=lambda r: str(r["updated"]), reverse=True)
