@@ -91,7 +91,6 @@ class AcpAgent:
         self.link = ClientLink(transport)
         self.service = AgentService(lambda: self.settings)
         self.acp_sessions: dict[str, AcpSession] = {}
-        self._folders_written: set[str] = set()
 
     @property
     def settings(self) -> Settings:
@@ -148,6 +147,7 @@ class AcpAgent:
         state = self._session_state(cwd, additional_directories, mcp_servers)
         session = self.service.new_session()
         self.acp_sessions[session.id] = state
+        await asyncio.to_thread(self._save_folder, session, state)
         self._connect_mcp(session.id, state)
         self._after_reply(lambda: self._announce(session))
         return NewSessionResponse(session_id=session.id, modes=self._modes(session))
@@ -163,6 +163,7 @@ class AcpAgent:
         session = self._open_saved(session_id)
         state = self._session_state(cwd, additional_directories, mcp_servers)
         self.acp_sessions[session.id] = state
+        await asyncio.to_thread(self._save_folder, session, state)
         self._connect_mcp(session.id, state)
         from agent_ls.acp.replay import replay
 
@@ -183,6 +184,7 @@ class AcpAgent:
         session = self._open_saved(session_id)
         state = self._session_state(cwd, additional_directories, mcp_servers)
         self.acp_sessions[session.id] = state
+        await asyncio.to_thread(self._save_folder, session, state)
         self._connect_mcp(session.id, state)
         self._after_reply(lambda: self._announce(session))
         return ResumeSessionResponse(modes=self._modes(session))
@@ -257,7 +259,6 @@ class AcpAgent:
             raise
         finally:
             self.service.end_run(run)
-        await asyncio.to_thread(self._remember_folder, session, state)
         if result.stop_reason == "error":
             raise RequestError(-32603, f"agent-ls: {result.error}", {"stopReason": "error"})
         stop = result.stop_reason if result.stop_reason in STOP_REASONS else "end_turn"
@@ -414,15 +415,20 @@ class AcpAgent:
             await asyncio.shield(warm)
         return self.service.tools()
 
-    def _remember_folder(self, session: Session, state: AcpSession) -> None:
-        """Write the session's folder into its transcript once (``session/list`` shows it)."""
+    @staticmethod
+    def _save_folder(session: Session, state: AcpSession) -> None:
+        """Keep the session's folder in its transcript (``session/list`` and ``session/load``
+        of a session that has no message yet need it)."""
         store = session.store
-        if store is None or session.id in self._folders_written or not store.exists(session.id):
+        if store is None:
             return
-        meta, _messages = store.load_messages(session.id)
-        if meta.get("cwd") != str(state.roots[0]):
-            store.append(session.id, {"type": "meta", "cwd": str(state.roots[0])})
-        self._folders_written.add(session.id)
+        folder = str(state.roots[0])
+        if store.exists(session.id) and store.load_messages(session.id)[0].get("cwd") == folder:
+            return
+        store.append(
+            session.id,
+            {"type": "meta", "sessionId": session.id, "created": session.created, "cwd": folder},
+        )
 
     async def _stop_run(self, session_id: str) -> None:
         run = self.service.runs.get(session_id)
