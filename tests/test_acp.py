@@ -429,3 +429,35 @@ async def test_bad_requests_get_clean_errors(tmp_path: Path, workspace: Path) ->
         # Still alive and well.
         answer = await conn.prompt(session_id=new.session_id, prompt=[acp.text_block("Say Hi")])
         assert answer.stop_reason == "end_turn"
+
+
+async def test_sigterm_cancels_the_run_and_kills_its_command(
+    tmp_path: Path, workspace: Path
+) -> None:
+    marker = f"300.{secrets.randbelow(10**6):06d}"
+    client = RecordingClient()
+    env = env_for(tmp_path, _sleeper(marker))
+    async with acp_agent(client, env, "--mode", "bypassPermissions") as (conn, proc):
+        new = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        running = asyncio.ensure_future(
+            conn.prompt(session_id=new.session_id, prompt=[acp.text_block("sleep")])
+        )
+        assert await wait_until(lambda: bool(live_processes_with(f"sleep {marker}")), 30)
+        proc.terminate()
+        assert await asyncio.wait_for(proc.wait(), 10) == 0
+        running.cancel()
+    assert await wait_until(lambda: not live_processes_with(f"sleep {marker}"), 5)
+
+
+async def test_close_forgets_the_session(tmp_path: Path, workspace: Path) -> None:
+    client = RecordingClient()
+    async with acp_agent(client, env_for(tmp_path, READ_EDIT)) as (conn, _proc):
+        new = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        await conn.close_session(session_id=new.session_id)
+        with pytest.raises(acp.RequestError) as closed:
+            await conn.prompt(session_id=new.session_id, prompt=[acp.text_block("hi")])
+        assert closed.value.code == -32602
+        # Still saved: it can be loaded again.
+        await conn.load_session(cwd=str(workspace), session_id=new.session_id, mcp_servers=[])
+        answer = await conn.prompt(session_id=new.session_id, prompt=[acp.text_block("Say Hi")])
+        assert answer.stop_reason == "end_turn"
