@@ -77,7 +77,7 @@ def _acp(args: argparse.Namespace) -> int:
         return 2
     import asyncio
 
-    from agent_ls.acp.agent import serve  # imports acp: only when `agent-ls acp` runs
+    from agent_ls.acp.main import serve  # imports acp (in a thread): only when `acp` runs
 
     asyncio.run(serve(settings))
     return 0

@@ -39,6 +39,7 @@ BENCHMARKS = {
     "search": "bench.search",
     "edit": "bench.edit",
     "memory": "bench.memory",
+    "acp": "bench.acp",
 }
 DEFAULT_OUT = REPO / "bench" / "results" / "latest.json"
 

@@ -11,38 +11,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from acp import RequestError
 from acp.schema import (
-    AgentCapabilities,
     AvailableCommand,
+    ClientCapabilities,
     CloseSessionResponse,
-    Implementation,
     InitializeResponse,
     ListSessionsResponse,
     LoadSessionResponse,
-    McpCapabilities,
     NewSessionResponse,
-    PromptCapabilities,
     PromptResponse,
     ResumeSessionResponse,
-    SessionCapabilities,
-    SessionCloseCapabilities,
     SessionInfo,
-    SessionListCapabilities,
     SessionMode,
     SessionModeState,
-    SessionResumeCapabilities,
     SetSessionModeResponse,
 )
+from pydantic import ValidationError
 
-from agent_ls import __version__
+from agent_ls.acp.capabilities import initialize_result
 from agent_ls.acp.port import AcpEditorPort, ClientLink
-from agent_ls.acp.transport import StdioTransport, stdio_transport
+from agent_ls.acp.transport import StdioTransport
 from agent_ls.settings import MODES, Settings, parse_settings
 
 if TYPE_CHECKING:
@@ -54,7 +47,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-PROTOCOL_VERSION = 1
 SHUTDOWN_GRACE = 5.0  # seconds a cancelled run may take to kill its processes on exit
 MODE_INFO = {
     "default": ("Default", "Asks before edits, risky commands and paths outside the folder"),
@@ -112,25 +104,22 @@ class AcpAgent:
         client_info: Any = None,
         **kwargs: Any,
     ) -> InitializeResponse:
+        self.initialized(client_capabilities)
+        return InitializeResponse.model_validate(initialize_result())
+
+    def initialized(self, client_capabilities: Any) -> None:
+        """Take the client's capabilities (a model or its JSON) and start the warm-up."""
         if client_capabilities is not None:
-            self.link.capabilities = client_capabilities
+            try:
+                self.link.capabilities = ClientCapabilities.model_validate(
+                    client_capabilities
+                    if isinstance(client_capabilities, dict)
+                    else client_capabilities.model_dump(by_alias=True)
+                )
+            except ValidationError as exc:
+                log.warning("unreadable clientCapabilities (none used): %s", exc)
         if self.service.warm_task is None:
             self.service.start_warm()
-        return InitializeResponse(
-            protocol_version=PROTOCOL_VERSION,
-            agent_capabilities=AgentCapabilities(
-                load_session=True,
-                prompt_capabilities=PromptCapabilities(embedded_context=True),
-                mcp_capabilities=McpCapabilities(http=True),
-                session_capabilities=SessionCapabilities(
-                    list=SessionListCapabilities(),
-                    resume=SessionResumeCapabilities(),
-                    close=SessionCloseCapabilities(),
-                ),
-            ),
-            agent_info=Implementation(name="agent-ls", title="agent-ls", version=__version__),
-            auth_methods=[],
-        )
 
     async def authenticate(self, method_id: str, **kwargs: Any) -> None:
         return None  # no auth methods: the model's API key comes from the environment
@@ -445,21 +434,31 @@ class AcpAgent:
             await asyncio.wait(tasks, timeout=SHUTDOWN_GRACE)
 
 
-async def serve(raw_settings: Any = None) -> None:
-    """Speak ACP on stdin/stdout until the client goes (EOF) or SIGTERM."""
+async def run(
+    transport: StdioTransport,
+    raw_settings: Any,
+    client_capabilities: Any,
+    stop: asyncio.Event,
+) -> None:
+    """Serve the connection until the client goes (EOF) or ``stop`` is set (SIGTERM).
+
+    ``client_capabilities`` is not None when ``initialize`` was already answered
+    (:mod:`agent_ls.acp.main`): the agent takes them as if it had answered it.
+    """
     from acp.agent.connection import AgentSideConnection
 
-    transport = await stdio_transport()
     agent = AcpAgent(transport, raw_settings)
+    if client_capabilities is not None:
+        agent.initialized(client_capabilities)
     conn = AgentSideConnection(agent, transport, listening=False, use_unstable_protocol=True)
     listening = asyncio.ensure_future(conn.listen())
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, listening.cancel)
+    stopping = asyncio.ensure_future(stop.wait())
     try:
-        with contextlib.suppress(asyncio.CancelledError):
-            await listening
+        await asyncio.wait({listening, stopping}, return_when=asyncio.FIRST_COMPLETED)
     finally:
+        stopping.cancel()
+        listening.cancel()
+        with contextlib.suppress(BaseException):
+            await listening
         await agent.shutdown()
         await conn.close()

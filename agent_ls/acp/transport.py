@@ -19,8 +19,9 @@ import contextvars
 import json
 import logging
 import sys
+import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import IO, Any, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -42,15 +43,26 @@ def recording_requests() -> Iterator[list[Any]]:
         _sent_requests.reset(token)
 
 
+class Writer(Protocol):
+    def write(self, data: bytes) -> None: ...
+
+    async def drain(self) -> None: ...
+
+
 class StdioTransport:
     """An ``acp`` message transport over an asyncio reader and writer."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, reader: asyncio.StreamReader, writer: Writer) -> None:
         self._reader = reader
         self._writer = writer
         self._queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._pushed: list[dict[str, Any]] = []
         self._closed = False
         self._writer_task = asyncio.ensure_future(self._write_loop())
+
+    def push_back(self, message: dict[str, Any]) -> None:
+        """Make ``message`` the next one :meth:`receive` returns (read ahead, not handled)."""
+        self._pushed.append(message)
 
     # -- outgoing ----------------------------------------------------------------------
 
@@ -86,6 +98,8 @@ class StdioTransport:
     # -- incoming ----------------------------------------------------------------------
 
     async def receive(self) -> dict[str, Any] | None:
+        if self._pushed:
+            return self._pushed.pop()
         while True:
             try:
                 line = await self._reader.readline()
@@ -139,12 +153,43 @@ class StdioTransport:
 
 
 async def stdio_transport() -> StdioTransport:
-    """The process's stdin and stdout as a transport (POSIX pipes or files)."""
+    """The process's stdin and stdout as a transport (pipes and sockets; files too)."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=50 * 1024 * 1024)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    transport, protocol = await loop.connect_write_pipe(
-        asyncio.streams.FlowControlMixin, sys.stdout
-    )
-    writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    try:
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    except ValueError:  # a regular file (``< input.jsonl``): read it in a thread
+        _feed_from_thread(loop, reader, sys.stdin.buffer)
+    writer: Writer
+    try:
+        transport, protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, sys.stdout
+        )
+        writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    except ValueError:  # a regular file (``> output.jsonl``)
+        writer = _FileWriter(sys.stdout.buffer)
     return StdioTransport(reader, writer)
+
+
+def _feed_from_thread(
+    loop: asyncio.AbstractEventLoop, reader: asyncio.StreamReader, source: IO[bytes]
+) -> None:
+    def pump() -> None:
+        try:
+            while data := source.readline():
+                loop.call_soon_threadsafe(reader.feed_data, data)
+        finally:
+            loop.call_soon_threadsafe(reader.feed_eof)
+
+    threading.Thread(target=pump, name="acp-stdin", daemon=True).start()
+
+
+class _FileWriter:
+    def __init__(self, sink: IO[bytes]) -> None:
+        self._sink = sink
+
+    def write(self, data: bytes) -> None:
+        self._sink.write(data)
+
+    async def drain(self) -> None:
+        self._sink.flush()
