@@ -128,15 +128,22 @@ class AcpEditorPort:
         text = ContentToolCallContent(
             type="content", content=TextContentBlock(type="text", text=request.message)
         )
-        answer = await self._ask(options, [text])
+        title = request.message.strip().splitlines()[0] if request.message.strip() else "Allow?"
+        answer = await self._ask(options, [text], title[:120])
         if answer == "allow_once":
             return Decision.ALLOW
         if answer == "allow_always" and request.grant:
             return Decision.ALLOW_SESSION
         return Decision.DENY
 
-    async def _ask(self, options: list[PermissionOption], content: list[Any]) -> str | None:
-        """``session/request_permission``; None for no answer, a cancelled outcome, a failure."""
+    async def _ask(
+        self, options: list[PermissionOption], content: list[Any], title: str
+    ) -> str | None:
+        """``session/request_permission``; None for no answer, a cancelled outcome, a failure.
+
+        The question is about the tool call running in this task; outside any tool call it
+        gets a tool call of its own, titled ``title``.
+        """
         conn = self.link.conn
         if conn is None:
             return None
@@ -144,7 +151,7 @@ class AcpEditorPort:
         sent = self._tool_calls.get(call_id, {})
         tool_call = ToolCallUpdate(
             tool_call_id=call_id,
-            title=sent.get("title"),
+            title=sent.get("title") or title,
             kind=sent.get("kind"),
             status="pending",
             content=content,
@@ -199,7 +206,8 @@ class AcpEditorPort:
                 PermissionOption(option_id="allow_once", name=ALLOW, kind="allow_once"),
                 PermissionOption(option_id="reject_once", name=DENY, kind="reject_once"),
             ]
-            if await self._ask(options, [diff]) != "allow_once":
+            verb = "Create" if proposal.old_text is None else "Edit"
+            if await self._ask(options, [diff], f"{verb} {proposal.path.name}") != "allow_once":
                 return EditOutcome(
                     "rejected", final_text=proposal.old_text, final_version=proposal.version
                 )
