@@ -461,3 +461,21 @@ async def test_close_forgets_the_session(tmp_path: Path, workspace: Path) -> Non
         await conn.load_session(cwd=str(workspace), session_id=new.session_id, mcp_servers=[])
         answer = await conn.prompt(session_id=new.session_id, prompt=[acp.text_block("Say Hi")])
         assert answer.stop_reason == "end_turn"
+
+
+async def test_the_compact_command_compacts_the_conversation(
+    tmp_path: Path, workspace: Path
+) -> None:
+    script = {"turns": [{"text": "First answer."}, {"text": "Summary of the talk so far."}]}
+    client = RecordingClient()
+    async with acp_agent(client, env_for(tmp_path, script)) as (conn, _proc):
+        new = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        await conn.prompt(session_id=new.session_id, prompt=[acp.text_block("Hello")])
+        answer = await conn.prompt(session_id=new.session_id, prompt=[acp.text_block("/compact")])
+        assert answer.stop_reason == "end_turn"
+    transcript = (tmp_path / "data" / "sessions" / f"{new.session_id}.jsonl").read_text()
+    records = [json.loads(line) for line in transcript.splitlines()]
+    assert [r for r in records if r["type"] == "compaction"]
+    # "/compact" was a command, not words for the model.
+    said = [m["message"] for m in records if m["type"] == "message"]
+    assert not any("/compact" in json.dumps(m) for m in said)
