@@ -1,3 +1,3 @@
-from agent_ls.cli import main
+from agent_ls.cli import entry
 
-raise SystemExit(main())
+entry()

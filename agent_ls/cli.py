@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -92,6 +93,15 @@ def _policy(args: argparse.Namespace) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.resume:
+        from agent_ls.agent.store import SessionStore
+
+        if not SessionStore.default().exists(args.resume):
+            print(
+                f"agent-ls run: no saved session {args.resume!r} ('agent-ls sessions' lists them)",
+                file=sys.stderr,
+            )
+            return 1
     from agent_ls.client.headless import RunOptions, run_headless
 
     prompt = " ".join(args.prompt).strip()
@@ -140,8 +150,16 @@ def _demo(args: argparse.Namespace) -> int:
         model=f"script:{script_dir / 'script.json'}",
         quiet=False,
     )
-    code = run_headless(options)
-    print(f"\nThe edited project is in {target}", file=sys.stderr)
+    try:
+        code = run_headless(options)
+    finally:
+        shutil.rmtree(script_dir, ignore_errors=True)
+        if not args.keep:
+            shutil.rmtree(target, ignore_errors=True)
+    if args.keep:
+        print(f"\nThe edited project is in {target}", file=sys.stderr)
+    else:
+        print("\n(The demo's copy was removed; `agent-ls demo --keep` keeps it.)", file=sys.stderr)
     return code
 
 
@@ -167,7 +185,8 @@ def _sessions(args: argparse.Namespace) -> int:
         print("No saved sessions.")
         return 0
     for row in rows:
-        print(f"{row['sessionId']}  {row['updated']}  {row['title']}")
+        where = f"  [{row['workspace']}]" if row.get("workspace") else ""
+        print(f"{row['sessionId']}  {row['updated']}  {row['title']}{where}")
     return 0
 
 
@@ -239,6 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=_run)
 
     demo = sub.add_parser("demo", help="an offline run on a bundled example project")
+    demo.add_argument("--keep", action="store_true", help="keep the edited copy of the project")
     demo.set_defaults(func=_demo)
 
     check = sub.add_parser("check-command", help="the shell classifier's verdict as JSON")
@@ -249,6 +269,21 @@ def build_parser() -> argparse.ArgumentParser:
     sessions.add_argument("--json", action="store_true")
     sessions.set_defaults(func=_sessions)
     return parser
+
+
+def entry() -> NoReturn:
+    """The ``agent-ls`` program: run :func:`main`, flush, and exit without teardown.
+
+    Nothing is left to do once the command has answered (sessions are on disk, the server
+    was told to exit), and collecting a heap that holds the SDKs costs more than the run's
+    own last turn.
+    """
+    code = main()
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -317,6 +317,14 @@ def _trimmed_hunk(start: int, old: str, new: str) -> Hunk:
     return Hunk(start + prefix, start + len(old) - suffix, new[prefix : len(new) - suffix])
 
 
+def _review_hunks(start: int, old: str, new: str) -> list[Hunk]:
+    """One match's change as the hunks a reviewer sees: split on the unchanged lines inside it
+    (as the unified diff beside it is), each trimmed to what really changes."""
+    if "\n" not in old and "\n" not in new and "\r" not in old and "\r" not in new:
+        return [_trimmed_hunk(start, old, new)]
+    return [Hunk(start + h.start, start + h.end, h.new_text) for h in diff_hunks(old, new)]
+
+
 def apply_hunks(text: str, hunks: list[Hunk]) -> str:
     """Apply non-overlapping hunks (any order) to ``text``."""
     out: list[str] = []
@@ -485,7 +493,7 @@ def plan_replacement(
     if any(text[s - 1 : s] == "\r" or r.endswith("\r") for (s, _), r in pairs):
         _keep_breaks_apart(text, spans, replacements)  # a CR meets an LF at a junction?
         pairs = list(zip(spans, replacements, strict=True))
-    hunks = [_trimmed_hunk(s, text[s:e], r) for (s, e), r in pairs]
+    hunks = [h for (s, e), r in pairs for h in _review_hunks(s, text[s:e], r)]
     if found.needle is not None and len(set(replacements)) == 1 and sys.getsizeof(text) > _BIG:
         # The spans are the first non-overlapping occurrences of the needle: one C pass and no
         # temporary slices, which glibc maps fresh above its mmap threshold (32 MB at most)

@@ -39,6 +39,7 @@ BENCHMARKS = {
     "search": "bench.search",
     "edit": "bench.edit",
     "memory": "bench.memory",
+    "exit": "bench.exit",
     "acp": "bench.acp",
 }
 DEFAULT_OUT = REPO / "bench" / "results" / "latest.json"

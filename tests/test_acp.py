@@ -92,7 +92,7 @@ async def test_prompt_streams_asks_with_the_diff_and_writes_through_the_client(
         new = await conn.new_session(cwd=str(workspace), mcp_servers=[])
         answer = await conn.prompt(session_id=new.session_id, prompt=[acp.text_block("Say Hi")])
     assert answer.stop_reason == "end_turn"
-    assert client.text() == "Reading.Editing.Done."
+    assert client.text() == "Reading.\n\nEditing.\n\nDone."
     # Three model calls, a usage_update after each.
     assert len(client.of_kind("usage_update")) == 3
     calls = client.of_kind("tool_call")
@@ -395,7 +395,7 @@ async def test_load_replays_the_conversation_and_list_names_it(
         agent_text = "".join(
             u["content"]["text"] for u in replayed if u["sessionUpdate"] == "agent_message_chunk"
         )
-        assert agent_text == "Reading.Editing.Done."
+        assert agent_text == "Reading.\n\nEditing.\n\nDone."
         calls = [u for u in replayed if u["sessionUpdate"] == "tool_call"]
         assert [(c["title"], c["kind"]) for c in calls] == [
             ("Read app.py", "read"),

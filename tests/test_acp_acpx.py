@@ -126,7 +126,7 @@ def test_exec_with_approve_all_edits_through_acpx(
     (prompt_answer,) = results_with(msgs, "stopReason")
     assert prompt_answer["stopReason"] == "end_turn"
     text = "".join(u["content"]["text"] for u in updates(msgs, "agent_message_chunk"))
-    assert text == "Reading.Editing.Done."
+    assert text == "Reading.\n\nEditing.\n\nDone."
     assert [c["kind"] for c in updates(msgs, "tool_call")] == ["read", "edit"]
     assert 'return "Hi " + name' in (workspace / "app.py").read_text()
 

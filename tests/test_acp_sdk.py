@@ -109,4 +109,4 @@ async def test_prompt_permission_cancel_and_load_over_the_sdk(
         said = [u["content"]["text"] for u in later.of_kind("user_message_chunk")]
         assert said[0].endswith("Update @notes.md")  # after the attachment it carried
         assert said[-1] == "Talk slowly"
-        assert later.text() == "Editing the notes.Noted."  # the cancelled answer left no turn
+        assert later.text() == "Editing the notes.\n\nNoted."  # the cancelled answer left no turn

@@ -12,7 +12,17 @@ import pytest
 from agent_ls.tools.search import rg_binary
 
 REPO = Path(__file__).resolve().parents[1]
-BENCHMARKS = {"coldstart", "first_answer", "control", "stream", "search", "edit", "memory", "acp"}
+BENCHMARKS = {
+    "coldstart",
+    "first_answer",
+    "control",
+    "stream",
+    "search",
+    "edit",
+    "memory",
+    "exit",
+    "acp",
+}
 
 
 @pytest.mark.timeout(600)

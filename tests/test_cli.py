@@ -132,3 +132,138 @@ def test_run_keeps_a_bom_and_edits_the_right_place(workspace: Path) -> None:
     done = agent_ls("run", "--yes", "edit", cwd=workspace, script=script)
     assert done.returncode == 0, done.stderr
     assert (workspace / "bom.py").read_bytes() == b"\xef\xbb\xbfx = 10  # caf\xc3\xa9\r\ny = 2\r\n"
+
+
+def test_run_no_reports_the_edit_as_rejected_not_done(workspace: Path) -> None:
+    done = agent_ls("run", "--no", "Say Hi", cwd=workspace, script=EDIT_SCRIPT)
+    assert done.returncode == 0, done.stderr
+    edit_lines = [ln for ln in done.stderr.splitlines() if "Edit app.py" in ln and ln[:1] in "✓✗◐?"]
+    assert edit_lines and all("rejected" in ln for ln in edit_lines), done.stderr
+    assert not any(ln.startswith("✓") for ln in edit_lines)
+
+
+def test_run_yes_reports_the_edit_as_applied(workspace: Path) -> None:
+    done = agent_ls("run", "--yes", "Say Hi", cwd=workspace, script=EDIT_SCRIPT)
+    edit_lines = [ln for ln in done.stderr.splitlines() if "Edit app.py" in ln and ln[:1] in "✓✗◐?"]
+    assert any(ln.startswith("✓") and "applied" in ln for ln in edit_lines), done.stderr
+
+
+def test_run_json_prints_only_the_result_object_on_stdout(workspace: Path) -> None:
+    done = agent_ls("run", "--no", "--json", "Say Hi", cwd=workspace, script=EDIT_SCRIPT)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)  # nothing else on stdout: pipes into jq as it is
+    assert result["text"] == "Changed the greeting." and result["stopReason"] == "end_turn"
+    assert "Changed the greeting." in done.stderr  # the answer still streams, to stderr
+    quiet = agent_ls("run", "--no", "--json", "-q", "Say Hi", cwd=workspace, script=EDIT_SCRIPT)
+    assert json.loads(quiet.stdout)["text"] == "Changed the greeting."
+    assert "Changed the greeting." not in quiet.stderr
+
+
+def test_run_answers_diagnostics_itself_without_log_noise(workspace: Path) -> None:
+    script = {
+        "turns": [
+            {"tool_calls": [{"name": "get_diagnostics", "input": {}}]},
+            {"text": "checked"},
+        ]
+    }
+    done = agent_ls("run", "--no", "check it", cwd=workspace, script=script)
+    assert done.returncode == 0, done.stderr
+    assert "unknown method" not in done.stderr and "Failed to handle" not in done.stderr
+    assert "no language servers" in done.stderr  # what the model was told, shown to the user
+
+
+def test_run_resume_of_an_unknown_session_is_one_clear_line(workspace: Path) -> None:
+    done = agent_ls("run", "--no", "--resume", "s-nosuch", "hi", cwd=workspace, script=EDIT_SCRIPT)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "agent-ls run: no saved session 's-nosuch' ('agent-ls sessions' lists them)"
+    ]
+
+
+def test_demo_leaves_nothing_behind_unless_kept(tmp_path: Path) -> None:
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch)}
+    env.pop("AGENT_LS_MODEL", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "agent_ls", "demo"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert done.returncode == 0, done.stderr
+    assert list(scratch.iterdir()) == []
+    kept = subprocess.run(
+        [sys.executable, "-m", "agent_ls", "demo", "--keep"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert kept.returncode == 0, kept.stderr
+    left = list(scratch.iterdir())
+    assert len(left) == 1 and (left[0] / "stats.py").is_file()
+    assert str(left[0]) in kept.stderr
+
+
+def _run_in_a_terminal(
+    argv: list[str], cwd: Path, env: dict[str, str], keys: bytes, when: bytes = b"aaaa"
+) -> tuple[int, str]:
+    """Run ``argv`` on a real pseudo-terminal; type ``keys`` once it has shown ``when``;
+    return (exit status, everything the terminal showed)."""
+    import pty
+    import select
+    import time
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: becomes the terminal's foreground process
+        os.chdir(cwd)
+        os.execve(sys.executable, [sys.executable, *argv], env)
+    shown = b""
+    typed = False
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.1)
+        if ready:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            shown += chunk
+            if not typed and when in shown:
+                os.write(fd, keys)
+                typed = True
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    return os.waitstatus_to_exitcode(status), shown.decode("utf-8", "replace")
+
+
+def test_ctrl_c_in_a_terminal_cancels_cleanly_and_exits_130(workspace: Path) -> None:
+    script = workspace.parent / "slow.json"
+    script.write_text(json.dumps({"chunk_size": 2, "delay_ms": 30, "turns": [{"text": "a" * 400}]}))
+    env = {**os.environ, "AGENT_LS_MODEL": f"script:{script}"}
+    env.pop("ANTHROPIC_API_KEY", None)
+    code, shown = _run_in_a_terminal(
+        ["-m", "agent_ls", "run", "--no", "write a lot"], workspace, env, b"\x03"
+    )
+    assert code == 130, shown
+    assert "Traceback" not in shown and "error" not in shown.lower(), shown
+    assert "[cancelled]" in shown
+
+
+def test_the_hunk_question_in_a_terminal_shows_the_changed_lines(workspace: Path) -> None:
+    script = workspace.parent / "edit.json"
+    script.write_text(json.dumps(EDIT_SCRIPT))
+    env = {**os.environ, "AGENT_LS_MODEL": f"script:{script}"}
+    env.pop("ANTHROPIC_API_KEY", None)
+    code, shown = _run_in_a_terminal(
+        ["-m", "agent_ls", "run", "Say Hi"], workspace, env, b"y\n", when=b"Apply this hunk?"
+    )
+    assert code == 0, shown
+    question = shown[: shown.index("Apply this hunk?")]
+    hunk = question[question.rindex("hunk 1 at line 2") :]
+    assert '-     return "Hello " + name' in hunk and '+     return "Hi " + name' in hunk, hunk
+    assert 'return "Hi " + name' in (workspace / "app.py").read_text()

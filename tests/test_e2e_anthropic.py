@@ -62,7 +62,7 @@ async def test_rejected_edit_reaches_the_model_as_the_users_decision(
         assert result["stopReason"] == "end_turn", result
         assert ed.text("app.py") == before
         assert (workspace / "app.py").read_text() == before
-        assert result["text"] == "Reading.Editing.Understood, I left it as it was."
+        assert result["text"] == "Reading.\n\nEditing.\n\nUnderstood, I left it as it was."
         assert ed.streamed_text() == result["text"]
     bodies = [r.body for r in api.requests]
     assert len(bodies) == 3

@@ -45,9 +45,10 @@ async def test_ask_reads_and_edits_open_buffer(workspace: Path) -> None:
         assert 'return "Hello " + name' in (workspace / "app.py").read_text()
         # Streamed chunks concatenate to the final text.
         assert ed.streamed_text() == result["text"]
+        # The turns' texts read apart (a blank line between them), in the chat and the result.
         assert (
             result["text"]
-            == "Reading app.py first.Now the edit.Done: greet() now uses an f-string."
+            == "Reading app.py first.\n\nNow the edit.\n\nDone: greet() now uses an f-string."
         )
         # The edit went out as annotated hunks pinned to the buffer version, needing confirmation.
         request = ed.edit_requests[0]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -307,3 +309,23 @@ async def test_client_that_never_answers_gets_a_bounded_wait(workspace: Path) ->
         assert "denied" in outputs[1]
         assert not (workspace / "made.txt").exists()
         never.cancel()
+
+
+async def test_sessions_are_titled_with_the_users_words_and_list_their_workspace(
+    workspace: Path,
+) -> None:
+    script = {"turns": [{"text": "done"}]}
+    async with editor(workspace, script=script) as ed:
+        uri = (workspace / "app.py").as_uri()
+        selection = {"start": {"line": 0, "character": 0}, "end": {"line": 1, "character": 0}}
+        await ed.ask("Why is greet so loud?\nsecond line", uri=uri, range=selection)
+        rows = (await ed.command("agent.sessions", {}))["sessions"]
+        assert rows[0]["title"] == "Why is greet so loud?"
+        assert rows[0]["workspace"] == str(workspace.resolve())
+    listing = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "agent_ls", "sessions", "--json", stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await asyncio.wait_for(listing.communicate(), 60)
+    saved = json.loads(out)
+    assert saved[0]["title"] == "Why is greet so loud?"
+    assert saved[0]["workspace"] == str(workspace.resolve())

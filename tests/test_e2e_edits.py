@@ -207,7 +207,7 @@ async def test_partial_accept_is_reported_hunk_by_hunk(workspace: Path) -> None:
         assert len(edits) == 2
         annotations = ed.edit_requests[0].edit.change_annotations
         assert annotations is not None and len(annotations) == 2
-        assert results(ed)[-1]["rawOutput"] == {"status": "partial", "landed": [1]}
+        assert results(ed)[-1]["rawOutput"] == {"status": "partial", "landed": [1], "hunks": 2}
 
 
 async def test_editor_that_applies_without_didchange_is_not_called_a_rejection(
@@ -223,3 +223,16 @@ async def test_editor_that_applies_without_didchange_is_not_called_a_rejection(
         ed.answers = ["Apply"]
         await ed.ask("edit")
         assert results(ed)[-1]["rawOutput"] == {"status": "unconfirmed"}
+
+
+async def test_one_edit_that_changes_two_separated_lines_is_two_hunks(workspace: Path) -> None:
+    (workspace / "m.py").write_text("def f():\n    a = 1\n    b = 2\n    c = 3\n")
+    script = read_then_edit("m.py", "a = 1\n    b = 2\n    c = 3", "a = 10\n    b = 2\n    c = 30")
+    async with editor(workspace, script=script, capabilities=PROFILES["vscode"]) as ed:
+        ed.open("m.py")
+        ed.accept_hunk = lambda path, index, edit: index == 0
+        await ed.ask("edit")
+        edits = ed.edit_requests[0].edit.document_changes[0].edits
+        assert [e.range.start.line for e in edits] == [1, 3]  # reviewable one by one
+        assert ed.text("m.py") == "def f():\n    a = 10\n    b = 2\n    c = 3\n"
+        assert results(ed)[-1]["rawOutput"] == {"status": "partial", "landed": [0], "hunks": 2}

@@ -195,9 +195,9 @@ class AcpAgent:
         wanted = str(Path(cwd).resolve()) if cwd else None
         infos = []
         for row in rows:
-            folder = row.get("cwd")
+            folder = row.get("workspace")
             if not folder or (wanted is not None and folder != wanted):
-                continue  # sessions of LSP clients have no folder of their own
+                continue  # a session without a recorded folder cannot be listed by one
             infos.append(
                 SessionInfo(
                     session_id=row["sessionId"],
@@ -289,6 +289,7 @@ class AcpAgent:
             text, context = await build_prompt(
                 blocks, workspace, session.read_state, session.named_paths
             )
+            session.name_after(text)  # the user's words, not the attachments before them
             return await loop.run(context.prefix(text))
         except asyncio.CancelledError:
             return RunResult(session.id, "cancelled", "")
@@ -408,15 +409,21 @@ class AcpAgent:
     def _save_folder(session: Session, state: AcpSession) -> None:
         """Keep the session's folder in its transcript (``session/list`` and ``session/load``
         of a session that has no message yet need it)."""
-        store = session.store
-        if store is None:
-            return
         folder = str(state.roots[0])
-        if store.exists(session.id) and store.load_messages(session.id)[0].get("cwd") == folder:
+        store = session.store
+        if session.workspace == folder and store is not None and store.exists(session.id):
+            return
+        session.workspace = folder
+        if store is None:
             return
         store.append(
             session.id,
-            {"type": "meta", "sessionId": session.id, "created": session.created, "cwd": folder},
+            {
+                "type": "meta",
+                "sessionId": session.id,
+                "created": session.created,
+                "workspace": folder,
+            },
         )
 
     async def _stop_run(self, session_id: str) -> None:
@@ -432,6 +439,7 @@ class AcpAgent:
         self.service.cancel()
         if tasks:
             await asyncio.wait(tasks, timeout=SHUTDOWN_GRACE)
+        self.service.close_now()  # whatever did not stop in time is killed now
 
 
 async def run(

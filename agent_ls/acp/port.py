@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,6 +39,7 @@ from agent_ls.ports.editor import (
     EditProposal,
     Unsupported,
 )
+from agent_ls.ports.updates import SessionUpdate
 from agent_ls.workspace import FileProblem, read_disk, write_atomically
 
 if TYPE_CHECKING:
@@ -73,7 +75,7 @@ class ClientLink:
         fs = self.capabilities.fs
         return bool(fs and fs.write_text_file)
 
-    def notify(self, session_id: str, update: dict[str, Any]) -> None:
+    def notify(self, session_id: str, update: Mapping[str, Any]) -> None:
         """Send one ``session/update``, in order with everything else sent."""
         try:
             params = SessionNotification.model_validate(
@@ -247,10 +249,10 @@ class AcpEditorPort:
 
     # -- streaming -----------------------------------------------------------------------
 
-    def update(self, session_id: str, update: dict[str, Any]) -> None:
-        if update.get("sessionUpdate") == "tool_call":
-            call_id = str(update.get("toolCallId", ""))
-            self._tool_calls[call_id] = update
+    def update(self, session_id: str, update: SessionUpdate) -> None:
+        if update["sessionUpdate"] == "tool_call":
+            call_id = update["toolCallId"]
+            self._tool_calls[call_id] = dict(update)
             _current_tool_call.set(call_id)
         self.link.notify(session_id, update)
 

@@ -11,12 +11,23 @@ from agent_ls.tools.registry import ToolRegistry
 
 
 def replay(history: list[Message], tools: ToolRegistry) -> Iterator[dict[str, Any]]:
-    """User text, the agent's text and thoughts, and each tool call with its outcome."""
+    """User text, the agent's text and thoughts, and each tool call with its outcome.
+
+    The agent's turns within one ask read apart as they did live (the loop streams a blank
+    line between them).
+    """
+    said = ""  # the agent's text since the user last spoke
     for message in history:
         for block in message.content:
             if isinstance(block, TextBlock) and block.text:
-                kind = "user_message_chunk" if message.role == "user" else "agent_message_chunk"
-                yield {"sessionUpdate": kind, "content": {"type": "text", "text": block.text}}
+                if message.role == "user":
+                    said = ""
+                    yield _chunk("user_message_chunk", block.text)
+                    continue
+                if said and not said.endswith("\n\n"):
+                    yield _chunk("agent_message_chunk", "\n\n")
+                said += block.text
+                yield _chunk("agent_message_chunk", block.text)
             elif isinstance(block, ThinkingBlock) and block.thinking:
                 yield {
                     "sessionUpdate": "agent_thought_chunk",
@@ -31,6 +42,10 @@ def replay(history: list[Message], tools: ToolRegistry) -> Iterator[dict[str, An
                     "status": "failed" if block.is_error else "completed",
                     "rawOutput": block.content,
                 }
+
+
+def _chunk(kind: str, text: str) -> dict[str, Any]:
+    return {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
 
 
 def _tool_call(block: ToolUseBlock, tools: ToolRegistry) -> dict[str, Any]:

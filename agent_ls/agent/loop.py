@@ -25,6 +25,7 @@ from agent_ls.ports.model import (
     ThinkingDelta,
     TurnComplete,
 )
+from agent_ls.ports.updates import Location, ToolCallUpdate
 from agent_ls.pricing import cost_usd
 from agent_ls.settings import Settings
 from agent_ls.tools.base import Tool, ToolContext, ToolResult, describe_validation_error
@@ -91,6 +92,9 @@ class AgentLoop:
         self.port = port
         self.settings = settings
         self.system_prompt = system_prompt
+        # What goes before this turn's first text so the run's turns read apart: the chat's
+        # chunks and the result's text stay one and the same string.
+        self._separator = ""
 
     async def run(self, prompt: str) -> RunResult:
         """Run one ask to completion, cancellation or failure."""
@@ -114,9 +118,13 @@ class AgentLoop:
                     break
                 if needs_compaction(session, self.model, self.settings.compact_threshold):
                     await self.compact(usage)
+                joined = "".join(texts)
+                self._separator = "\n\n" if joined and not joined.endswith("\n\n") else ""
                 complete = await self._stream_turn(usage)
                 session.append(complete.message)
-                texts.append(complete.message.text())
+                turn_text = complete.message.text()
+                if turn_text:
+                    texts.append(self._separator + turn_text)
                 uses = complete.message.tool_uses()
                 if complete.stop_reason == "max_tokens" and uses:
                     # The last tool input may be cut off: never run it.
@@ -200,8 +208,18 @@ class AgentLoop:
 
     async def _stream_once(self, request: ModelRequest, usage: Usage) -> TurnComplete:
         sid = self.session.id
+        separator = self._separator
         async for event in self.model.stream(request):
             if isinstance(event, TextDelta):
+                if separator:
+                    self.port.update(
+                        sid,
+                        {
+                            "sessionUpdate": "agent_message_chunk",
+                            "content": {"type": "text", "text": separator},
+                        },
+                    )
+                    separator = ""
                 self.port.update(
                     sid,
                     {
@@ -317,7 +335,7 @@ class AgentLoop:
                 },
             )
             result = await self._execute(tool, args, ctx)
-        update: dict[str, Any] = {
+        update: ToolCallUpdate = {
             "sessionUpdate": "tool_call_update",
             "toolCallId": use.id,
             "status": "failed" if result.is_error else "completed",
@@ -382,7 +400,7 @@ def _raise_if_cancelled() -> None:
         raise asyncio.CancelledError
 
 
-def _safe_locations(tool: Tool[Any], args: Any, ctx: ToolContext) -> list[dict[str, Any]]:
+def _safe_locations(tool: Tool[Any], args: Any, ctx: ToolContext) -> list[Location]:
     try:
         return tool.locations(args, ctx)
     except Exception:

@@ -59,6 +59,8 @@ class AgentService:
         self._model: Model | None = None
         self._model_spec: str | None = None
         self._tools: ToolRegistry | None = None
+        # Synchronous clean-ups for an exit that cannot wait (child processes to kill).
+        self.exit_hooks: list[Callable[[], None]] = []
 
     @property
     def settings(self) -> Settings:
@@ -209,6 +211,22 @@ class AgentService:
                 run.task.cancel()
                 cancelled = True
         return cancelled
+
+    def close_now(self) -> None:
+        """The process is about to exit: cancel every run and kill what it started, now.
+
+        Nothing here awaits; transcripts are already on disk (each message is appended as
+        it completes).
+        """
+        self.cancel()
+        from agent_ls.tools.shell import kill_live_groups
+
+        kill_live_groups()
+        for hook in self.exit_hooks:
+            try:
+                hook()
+            except Exception:  # one failing clean-up must not stop the others
+                log.exception("exit clean-up failed")
 
     def running(self) -> list[str]:
         return [sid for sid, run in self.runs.items() if not run.task.done()]

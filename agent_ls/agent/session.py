@@ -32,7 +32,8 @@ class Session:
     cost_usd: float = 0.0
     last_context_tokens: int = 0
     created: float = field(default_factory=time.time)
-    title: str = ""
+    title: str = ""  # the user's own first words, for pickers and `agent-ls sessions`
+    workspace: str = ""  # the folder the session works in
     store: SessionStore | None = None
     compactions: int = 0
 
@@ -50,6 +51,7 @@ class Session:
                         "sessionId": self.id,
                         "created": self.created,
                         "title": self.title,
+                        "workspace": self.workspace,
                     },
                 )
             self.store.append(self.id, {"type": "message", "message": message.to_json()})
@@ -68,10 +70,14 @@ class Session:
                 },
             )
 
+    def name_after(self, words: str) -> None:
+        """Title the session with the user's own words (not the context sent with them)."""
+        if not self.title:
+            self.title = words.strip().splitlines()[0][:80] if words.strip() else "(empty)"
+
     def add_user_text(self, text: str) -> None:
         """Append the user's words (providers merge consecutive user messages)."""
-        if not self.title:
-            self.title = text.strip().splitlines()[0][:80] if text.strip() else "(empty)"
+        self.name_after(text)
         self.append(Message("user", [TextBlock(text)]))
 
     @classmethod
@@ -80,6 +86,7 @@ class Session:
         meta, messages = store.load_messages(session_id)
         session = cls(id=session_id, history=messages, store=store)
         session.title = str(meta.get("title", ""))
+        session.workspace = str(meta.get("workspace", ""))
         session.created = float(meta.get("created", session.created))
         session.close_dangling_tool_uses("Interrupted: the agent stopped before this finished.")
         return session

@@ -87,16 +87,18 @@ class SessionStore:
             return []
         rows: list[dict[str, Any]] = []
         for path in self.root.glob("*.jsonl"):
-            title = ""
-            cwd = ""
+            title = workspace = ""
             turns = 0
             try:
                 with path.open(encoding="utf-8") as handle:
                     for line in handle:
                         if '"type":"meta"' in line:
+                            # An ACP session's first record names its folder before the
+                            # first message brings the title: the first title, the last
+                            # folder (a session loaded in another folder moved there).
                             meta = json.loads(line)
                             title = title or meta.get("title", "")
-                            cwd = cwd or meta.get("cwd", "")  # the folder of an ACP session
+                            workspace = meta.get("workspace") or workspace
                         elif '"role":"assistant"' in line:
                             turns += 1
             except (OSError, json.JSONDecodeError):
@@ -106,9 +108,9 @@ class SessionStore:
                 {
                     "sessionId": path.stem,
                     "title": title,
+                    "workspace": workspace,
                     "turns": turns,
                     "updated": updated.isoformat(timespec="seconds"),
-                    **({"cwd": cwd} if cwd else {}),
                 }
             )
         rows.sort(key=lambda r: str(r["updated"]), reverse=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import signal
 import sys
@@ -18,7 +19,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcMethodNotFound
 from pygls.lsp.client import LanguageClient
+from rich.text import Text
 
 from agent_ls import __version__
 from agent_ls.client.apply import apply_to_disk
@@ -30,6 +33,7 @@ Policy = Literal["yes", "no", "ask"]
 ENCODING: PositionEncoding = "utf-16"
 
 EXIT_OK, EXIT_ERROR, EXIT_CANCELLED = 0, 1, 130
+NO_DIAGNOSTICS = "agent-ls run has no language servers (give --checker CMD for diagnostics)"
 
 
 def client_capabilities() -> types.ClientCapabilities:
@@ -71,6 +75,7 @@ class Headless:
         self.renderer = renderer
         self.client = LanguageClient("agent-ls-run", __version__)
         self._stderr_lines: list[str] = []
+        self._cancelling = False
         self._register()
 
     # -- answering the server ------------------------------------------------------------
@@ -116,15 +121,17 @@ class Headless:
             # Edits are written to disk as they are accepted: everything is saved already.
             return {"saved": list(getattr(params, "uris", None) or [])}
 
-        if self.options.checker:
-            checker = self.options.checker
+        checker = self.options.checker
 
-            @client.feature("agent/getDiagnostics")
-            async def get_diagnostics(ls: LanguageClient, params: Any) -> dict[str, Any]:
-                from agent_ls.client.checker import run_checker
+        @client.feature("agent/getDiagnostics")
+        async def get_diagnostics(ls: LanguageClient, params: Any) -> dict[str, Any]:
+            if not checker:
+                # No language servers here: say so (the server tells the model), quietly.
+                raise JsonRpcMethodNotFound(NO_DIAGNOSTICS)
+            from agent_ls.client.checker import run_checker
 
-                uri = getattr(params, "uri", None)
-                return await run_checker(checker, self.options.cwd, uri)
+            uri = getattr(params, "uri", None)
+            return await run_checker(checker, self.options.cwd, uri)
 
         @client.feature(types.WINDOW_SHOW_MESSAGE)
         def show_message(ls: LanguageClient, params: types.ShowMessageParams) -> None:
@@ -167,15 +174,12 @@ class Headless:
             path = uri_to_path(file_edits.uri)
             if path is None:
                 continue
+            old_text = _disk_text(path)
             for i, text_edit in enumerate(file_edits.edits):
                 line = text_edit.range.start.line + 1
-                preview = (
-                    text_edit.new_text
-                    if len(text_edit.new_text) < 2000
-                    else (text_edit.new_text[:2000] + "…")
-                )
                 self.renderer.err.print(f"[bold]{path}[/bold] hunk {i + 1} at line {line}:")
-                self.renderer.err.print(preview or "(deletion)", markup=False)
+                for row, style in hunk_preview(old_text, text_edit):
+                    self.renderer.err.print(Text(row, style=style))
                 answer = _prompt("Apply this hunk? [y/N] ")
                 decisions[(path, i)] = answer.strip().lower() in ("y", "yes")
         return decisions
@@ -213,8 +217,16 @@ class Headless:
         env = dict(os.environ)
         if opts.model:
             env["AGENT_LS_MODEL"] = opts.model
+        # Its own session: a Ctrl-C in the terminal reaches this client only, which cancels
+        # the run through the protocol and then shuts the server down in order.
         await self.client.start_io(
-            sys.executable, "-m", "agent_ls", "serve", cwd=str(opts.cwd), env=env
+            sys.executable,
+            "-m",
+            "agent_ls",
+            "serve",
+            cwd=str(opts.cwd),
+            env=env,
+            start_new_session=True,
         )
         server_proc = self.client._server
         drain = None
@@ -258,10 +270,15 @@ class Headless:
                 else EXIT_OK
             )
         except Exception as exc:
+            if self._cancelling:  # stopped at the user's word: not an error
+                self.renderer.finish({"stopReason": "cancelled"})
+                return EXIT_CANCELLED
             self.renderer.err.print(f"[red]error:[/red] {exc}")
-            tail = "".join(self._stderr_lines[-20:]).strip()
-            if tail:
-                self.renderer.err.print(tail, markup=False)
+            server = self.client._server
+            if server is not None and server.returncode is not None:  # it died: say why
+                tail = "".join(self._stderr_lines[-20:]).strip()
+                if tail:
+                    self.renderer.err.print(tail, markup=False)
         finally:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(signal.SIGINT)
@@ -271,7 +288,15 @@ class Headless:
         return code
 
     def _cancel(self) -> None:
-        self.renderer.progress("cancelling…")
+        if self._cancelling:  # a second Ctrl-C: stop waiting for a clean cancel
+            self.renderer.progress("stopping the server")
+            server = self.client._server
+            if server is not None and server.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(server.pid, signal.SIGKILL)
+            return
+        self._cancelling = True
+        self.renderer.progress("cancelling… (Ctrl-C again to stop at once)")
         self.client.protocol.send_request(
             types.WORKSPACE_EXECUTE_COMMAND,
             types.ExecuteCommandParams(command="agent.cancel", arguments=[{}]),
@@ -293,6 +318,39 @@ class Headless:
                 proc.kill()
 
 
+PREVIEW_LINES = 40
+
+
+def _disk_text(path: Path) -> str:
+    from agent_ls.workspace import FileProblem, read_disk
+
+    try:
+        return read_disk(path).text if path.exists() else ""
+    except FileProblem:
+        return ""
+
+
+def hunk_preview(old_text: str, text_edit: Any) -> list[tuple[str, str]]:
+    """The lines a hunk removes and the lines it puts in their place, as ``-``/``+`` rows."""
+    from agent_ls.client.apply import apply_text_edits
+
+    lines = old_text.splitlines(keepends=True)
+    first, last = text_edit.range.start.line, text_edit.range.end.line
+    if text_edit.range.end.character == 0 and last > first:
+        last -= 1  # a range ending at a line's start does not touch that line
+    before = "".join(lines[first : last + 1])
+    region_end = sum(len(ln) for ln in lines[: last + 1])
+    region_start = sum(len(ln) for ln in lines[:first])
+    after_text, _ = apply_text_edits(old_text, [text_edit], ENCODING)
+    tail = len(old_text) - region_end
+    after = after_text[region_start : len(after_text) - tail]
+    rows = [("- " + ln, "red") for ln in before.splitlines()]
+    rows += [("+ " + ln, "green") for ln in after.splitlines()]
+    if len(rows) > PREVIEW_LINES:
+        rows = [*rows[:PREVIEW_LINES], (f"  [... {len(rows) - PREVIEW_LINES} more lines]", "dim")]
+    return rows or [("  (no change)", "dim")]
+
+
 def _prompt(text: str) -> str:
     try:
         with open("/dev/tty", encoding="utf-8") as tty:
@@ -304,5 +362,8 @@ def _prompt(text: str) -> str:
 
 
 def run_headless(options: RunOptions) -> int:
-    renderer = Renderer(quiet=options.quiet, root=options.cwd)
+    # pygls logs every error answer it sends (with a traceback); in a terminal, what matters
+    # is already rendered, so the library stays quiet.
+    logging.getLogger("pygls").setLevel(logging.CRITICAL)
+    renderer = Renderer(quiet=options.quiet, root=options.cwd, json_output=options.json_output)
     return asyncio.run(Headless(options, renderer).run())

@@ -15,13 +15,47 @@ OUTPUT_LINES = 12
 STATUS_MARK = {"completed": "✓", "failed": "✗", "in_progress": "…", "pending": "·"}
 
 
+EDIT_OUTCOMES = ("applied", "partial", "rejected", "failed", "unconfirmed")
+
+
+def edit_outcome(output: dict[str, Any]) -> tuple[str, str, str]:
+    """(mark, detail, style) for an edit's outcome, as truthful as what the model is told."""
+    status = output.get("status")
+    if status == "applied":
+        return "✓", ": applied", "green"
+    if status == "partial":
+        landed = [int(i) + 1 for i in output.get("landed") or []]
+        total = output.get("hunks")
+        of = f" of {total}" if isinstance(total, int) else ""
+        which = ", ".join(map(str, landed)) or "none"
+        return (
+            "◐",
+            f": partly applied (hunk{'s' if len(landed) != 1 else ''} {which}{of})",
+            "yellow",
+        )
+    if status == "rejected":
+        return "✗", ": rejected, the file is unchanged", "yellow"
+    if status == "unconfirmed":
+        return "?", ": applied, not yet confirmed by the editor", "yellow"
+    reason = str(output.get("reason") or "").strip()
+    return "✗", ": failed" + (f" ({reason.splitlines()[0][:200]})" if reason else ""), "red"
+
+
 class Renderer:
     """Answer text goes to stdout; tool calls, diffs and progress to stderr."""
 
-    def __init__(self, *, quiet: bool = False, color: bool | None = None, root: Path | None = None):
+    def __init__(
+        self,
+        *,
+        quiet: bool = False,
+        color: bool | None = None,
+        root: Path | None = None,
+        json_output: bool = False,
+    ):
         self.quiet = quiet
         self.root = root
-        self.out = sys.stdout
+        # With --json, stdout carries the result object alone; the answer streams to stderr.
+        self.out = sys.stderr if json_output else sys.stdout
         self.err = Console(stderr=True, highlight=False, soft_wrap=True, force_terminal=color)
         self.titles: dict[str, str] = {}
         self._mid_line = False
@@ -35,6 +69,8 @@ class Renderer:
     def update(self, update: dict[str, Any]) -> None:
         kind = update.get("sessionUpdate")
         if kind == "agent_message_chunk":
+            if self.quiet and self.out is not sys.stdout:
+                return
             text = (update.get("content") or {}).get("text", "")
             self.out.write(text)
             self.out.flush()
@@ -74,13 +110,18 @@ class Renderer:
                     self.err.print(Text("  │ " + line, style="dim"))
         if status in ("completed", "failed"):
             title = self.titles.get(str(update.get("toolCallId")), "")
-            style = "green" if status == "completed" else "red"
             output = update.get("rawOutput")
-            detail = ""
-            if status == "failed" and isinstance(output, str):
+            mark, detail, style = (
+                STATUS_MARK[status],
+                "",
+                "green" if status == "completed" else "red",
+            )
+            if isinstance(output, dict) and output.get("status") in EDIT_OUTCOMES:
+                mark, detail, style = edit_outcome(output)
+            elif status == "failed" and isinstance(output, str):
                 detail = ": " + output.strip().splitlines()[0][:200] if output.strip() else ""
             self._break_line()
-            self.err.print(Text(f"{STATUS_MARK[status]} {title}{detail}", style=style))
+            self.err.print(Text(f"{mark} {title}{detail}", style=style))
 
     def diff(self, path: str, old: str | None, new: str) -> None:
         with contextlib.suppress(ValueError):

@@ -27,6 +27,7 @@ from agent_ls.ports.editor import (
     EditProposal,
     Unsupported,
 )
+from agent_ls.ports.updates import ChunkUpdate, Location, SessionUpdate, text
 
 if TYPE_CHECKING:
     from agent_ls.settings import Settings
@@ -165,7 +166,7 @@ class LspEditorPort:
         self.server = server
         self.session_id = session_id
         self.token = token
-        self._pending: list[tuple[str, dict[str, Any]]] = []  # coalesced text chunks
+        self._pending: list[tuple[str, ChunkUpdate]] = []  # coalesced text chunks
         self._last_sent = 0.0
         self._flush_handle: asyncio.TimerHandle | None = None
         self._unsupported: dict[str, str] = {}  # client requests that failed this run
@@ -334,19 +335,21 @@ class LspEditorPort:
 
     # -- streaming -----------------------------------------------------------------------
 
-    def update(self, session_id: str, update: dict[str, Any]) -> None:
+    def update(self, session_id: str, update: SessionUpdate) -> None:
         """Send an update; text chunks are coalesced to at most one per COALESCE_SECONDS.
 
         A chunk is sent at once when the last send is older than that (so a slow model adds no
         latency); otherwise it waits for a timer, merged with the chunks after it. Any other
         update flushes the waiting chunks first, so order is kept.
         """
-        kind = update.get("sessionUpdate")
-        if kind not in CHUNK_KINDS:
+        if (
+            update["sessionUpdate"] != "agent_message_chunk"
+            and update["sessionUpdate"] != "agent_thought_chunk"
+        ):
             self.flush()
             self._send(session_id, update)
-            if kind == "tool_call" and self.server.settings.follow_agent:
-                self._follow(update.get("locations") or [])
+            if update["sessionUpdate"] == "tool_call" and self.server.settings.follow_agent:
+                self._follow(update["locations"])
             return
         loop = asyncio.get_running_loop()
         now = loop.time()
@@ -354,16 +357,21 @@ class LspEditorPort:
             self._send(session_id, update)
             return
         last = self._pending[-1] if self._pending else None
-        if last is not None and last[0] == session_id and last[1]["sessionUpdate"] == kind:
-            merged = last[1]["content"]["text"] + update["content"]["text"]
-            last[1]["content"] = {"type": "text", "text": merged}
+        if (
+            last is not None
+            and last[0] == session_id
+            and last[1]["sessionUpdate"] == update["sessionUpdate"]
+        ):
+            last[1]["content"] = text(last[1]["content"]["text"] + update["content"]["text"])
         else:
-            self._pending.append((session_id, {**update, "content": dict(update["content"])}))
+            waiting = update.copy()  # merging must not change the caller's dict
+            waiting["content"] = text(update["content"]["text"])
+            self._pending.append((session_id, waiting))
         if self._flush_handle is None:
             delay = max(0.0, COALESCE_SECONDS - (now - self._last_sent))
             self._flush_handle = loop.call_later(delay, self.flush)
 
-    def _follow(self, locations: list[dict[str, Any]]) -> None:
+    def _follow(self, locations: list[Location]) -> None:
         """``followAgent``: reveal where the agent reads or edits, without taking focus."""
         if not locations or not isinstance(locations[0].get("path"), str):
             return
@@ -390,11 +398,11 @@ class LspEditorPort:
         for session_id, update in pending:
             self._send(session_id, update)
 
-    def _send(self, session_id: str, update: dict[str, Any]) -> None:
+    def _send(self, session_id: str, update: SessionUpdate) -> None:
         self.server.protocol.notify(
             UPDATE_NOTIFICATION, {"sessionId": session_id, "update": update}
         )
-        if update.get("sessionUpdate") in CHUNK_KINDS:
+        if update["sessionUpdate"] in CHUNK_KINDS:
             self._last_sent = asyncio.get_running_loop().time()
 
     def progress(self, message: str, percentage: int | None = None) -> None:

@@ -13,11 +13,12 @@ import contextvars
 import importlib
 import logging
 import os
+import sys
 import uuid
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from lsprotocol import types
 from pygls.exceptions import (
@@ -93,6 +94,20 @@ class AgentProtocol(LanguageServerProtocol):
                 error = JsonRpcInternalError(f"cannot read the {data['method']} request")
             self._send_response(data["id"], error=error.to_response_error())
             return JsonRPCNotification(method=IGNORED_MESSAGE, params=None, jsonrpc="2.0")
+
+    @lsp_method(types.SHUTDOWN)
+    def lsp_shutdown(self, *args: Any) -> Generator[Any, Any, None]:
+        """As pygls does, but over a copy: cancelling a pending client request (a question the
+        user has not answered) removes it from the dict pygls was iterating, and shutdown
+        answered with an error instead of null."""
+        if (user_handler := self.fm.features.get(types.SHUTDOWN)) is not None:
+            yield user_handler, args, None
+        current_id = self.msg_id
+        for msg_id, future in list(self._request_futures.items()):
+            if msg_id != current_id and not future.done():
+                future.cancel()
+        self._shutdown = True
+        return None
 
     def _handle_cancel_notification(self, msg_id: Any) -> None:
         task = self.running.get(msg_id)
@@ -233,6 +248,27 @@ def on_initialized(ls: AgentServer, params: types.InitializedParams) -> None:
     ls.service.warm_task = asyncio.ensure_future(ls.warm())
 
 
+@server.feature(types.EXIT)
+def on_exit(ls: AgentServer, params: Any) -> None:
+    """Exit at once, as the client asked: kill what runs, flush, and leave.
+
+    pygls would otherwise join its stdin reader (blocked until the client closes the pipe)
+    and the interpreter would tear down the whole heap; neither does anything for the user.
+    """
+    code = 0 if ls.protocol._shutdown else 1
+    ls.service.close_now()
+    exit_now(code)
+
+
+def exit_now(code: int) -> NoReturn:
+    """Flush what is written and end the process without interpreter teardown."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
 @server.feature(IGNORED_MESSAGE)
 def on_ignored(ls: AgentServer, params: Any) -> None:
     """Stands in for a request already answered with an error (see structure_message)."""
@@ -371,6 +407,8 @@ async def cmd_ask(ls: AgentServer, params: AskParams) -> dict[str, Any]:
         selection=params.range.model_dump() if params.range is not None else None,
         encoding=position_encoding(ls),
     )
+    session.name_after(params.prompt)
+    session.workspace = session.workspace or str(ls.agent_workspace().root)
     notes = ["context: " + ", ".join(context.notes)] if context.notes else []
     first_line = params.prompt.strip().splitlines()[0] if params.prompt.strip() else "Agent"
     return await run_agent(
@@ -394,6 +432,8 @@ async def cmd_fix(ls: AgentServer, params: FixParams) -> dict[str, Any]:
         session.read_state.record_text(path, text, version)  # the model saw all of it
     first = str(params.diagnostics[0].get("message", "")).strip().splitlines()
     message = f"Fix: {first[0]}" if first else "Fix"
+    session.name_after(message)
+    session.workspace = session.workspace or str(ls.agent_workspace().root)
     return await run_agent(ls, session, prompt, title="Fix with agent", message=message)
 
 
@@ -451,6 +491,7 @@ async def cmd_sessions(ls: AgentServer, raw: dict[str, Any]) -> dict[str, Any]:
         s.id: {
             "sessionId": s.id,
             "title": s.title,
+            "workspace": s.workspace,
             "turns": sum(1 for m in s.history if m.role == "assistant"),
             "costUsd": round(s.cost_usd, 6),
             "current": s.id == ls.service.current_session,
@@ -489,13 +530,15 @@ def _compact(loop: AgentLoop) -> Awaitable[RunResult]:
 
 @command("agent.setMode", "SetModeParams")
 async def cmd_set_mode(ls: AgentServer, params: SetModeParams) -> dict[str, Any]:
+    from agent_ls.ports.updates import current_mode_update
+
     session = ls.session(params.session_id)
     session.permissions.mode = params.mode
     ls.protocol.notify(
         "agent/update",
         {
             "sessionId": session.id,
-            "update": {"sessionUpdate": "current_mode_update", "currentModeId": params.mode},
+            "update": current_mode_update(params.mode),
         },
     )
     return {"sessionId": session.id, "mode": params.mode}

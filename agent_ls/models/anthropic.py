@@ -16,7 +16,8 @@ import os
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from agent_ls.models.sdk import SdkModel, retry_after_seconds
+from agent_ls.models.errors import ANTHROPIC
+from agent_ls.models.sdk import SdkModel
 from agent_ls.ports.messages import Block, Message, TextBlock, ThinkingBlock, ToolUseBlock, Usage
 from agent_ls.ports.model import (
     ModelError,
@@ -36,14 +37,6 @@ if TYPE_CHECKING:
 
 DEFAULT_CONTEXT_WINDOW = 200_000
 _STOP_REASONS = {"end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal"}
-_FATAL_ERROR_TYPES = {
-    "invalid_request_error",
-    "authentication_error",
-    "permission_error",
-    "not_found_error",
-    "billing_error",
-    "request_too_large",
-}
 
 
 def _cache() -> dict[str, str]:
@@ -119,23 +112,15 @@ class AnthropicModel(SdkModel["anthropic.AsyncAnthropic"]):
         except anthropic.APIStatusError as exc:
             raise status_error(exc, self._model) from exc
         except anthropic.APIConnectionError as exc:
-            cause = type(exc.__cause__ or exc).__name__
-            raise ModelError(
-                f"cannot reach the Anthropic API ({cause}): {exc}", retryable=True
-            ) from exc
+            raise ANTHROPIC.unreachable(exc.__cause__ or exc, exc) from exc
         except httpx2.TransportError as exc:
-            raise ModelError(
-                f"the Anthropic stream was cut before the turn completed ({type(exc).__name__})",
-                retryable=True,
-            ) from exc
+            raise ANTHROPIC.cut(exc) from exc
         except anthropic.AnthropicError as exc:
-            raise ModelError(f"Anthropic client error: {exc}", retryable=False) from exc
+            raise ANTHROPIC.client_error(exc) from exc
         except ValueError as exc:  # the SDK could not parse streamed tool input JSON
-            raise ModelError(
-                f"malformed stream from the Anthropic API: {exc}", retryable=True
-            ) from exc
+            raise ANTHROPIC.malformed(exc) from exc
         if final is None:
-            raise ModelError("the Anthropic stream ended before the turn completed", retryable=True)
+            raise ANTHROPIC.ended_early()
         yield complete_turn(final)
 
 
@@ -263,43 +248,14 @@ def _mark_cache(message: dict[str, Any]) -> None:
 
 
 def status_error(exc: anthropic.APIStatusError, model: str) -> ModelError:
-    """Classify an HTTP (or mid-stream ``error`` event) failure."""
-    status = exc.status_code
-    headers = exc.response.headers
-    detail = exc.api_message or str(exc.body or exc)
-    retry_after = retry_after_seconds(headers)
-    if status == 200:  # an `error` event inside a 200 stream
-        kind = exc.type or "api_error"
-        retryable = kind not in _FATAL_ERROR_TYPES
-        message = f"Anthropic API error mid-stream ({kind}): {detail}"
-    elif status == 401:
-        retryable = False
-        message = f"ANTHROPIC_API_KEY is not set or invalid (401): {detail}"
-    elif status == 403:
-        retryable = False
-        message = f"the Anthropic API key may not use this model or endpoint (403): {detail}"
-    elif status == 404:
-        retryable = False
-        message = (
-            f"model not found: {model} (404) — check the model name and ANTHROPIC_BASE_URL: "
-            f"{detail}"
-        )
-    elif status == 429:
-        retryable = True
-        message = f"Anthropic API rate limit reached (429): {detail}"
-    elif status == 529:
-        retryable = True
-        message = f"Anthropic API overloaded (529): {detail}"
-    elif status in (408, 409) or status >= 500:
-        retryable = True
-        message = f"Anthropic API error ({status}): {detail}"
-    else:
-        retryable = False
-        message = f"the Anthropic API rejected the request ({status}): {detail}"
-    should_retry = headers.get("x-should-retry")
-    if should_retry in ("true", "false"):
-        retryable = should_retry == "true"
-    return ModelError(message, retryable=retryable, retry_after=retry_after)
+    """Classify an HTTP (or mid-stream ``error`` event) failure by the shared table."""
+    return ANTHROPIC.status_error(
+        exc.status_code,
+        detail=exc.api_message or str(exc.body or exc),
+        model=model,
+        headers=exc.response.headers,
+        error_types=(exc.type,),
+    )
 
 
 _WARM_STREAM = "".join(

@@ -16,7 +16,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agent_ls.models.sdk import SdkModel, retry_after_seconds
+from agent_ls.models.errors import OPENAI
+from agent_ls.models.sdk import SdkModel
 from agent_ls.ports.messages import (
     Block,
     Message,
@@ -50,7 +51,6 @@ _FINISH_REASONS = {
     "length": "max_tokens",
     "content_filter": "refusal",
 }
-_FATAL_ERROR_TYPES = {"invalid_request_error", "authentication_error", "permission_error"}
 
 
 class OpenAIModel(SdkModel["openai.AsyncOpenAI"]):
@@ -125,28 +125,19 @@ class OpenAIModel(SdkModel["openai.AsyncOpenAI"]):
         except openai.APIStatusError as exc:
             raise status_error(exc, self._model) from exc
         except openai.APIConnectionError as exc:
-            cause = type(exc.__cause__ or exc).__name__
-            raise ModelError(
-                f"the OpenAI stream was cut before the turn completed ({cause})"
-                if acc.received
-                else f"cannot reach the OpenAI API ({cause}): {exc}",
-                retryable=True,
-            ) from exc
+            cause = exc.__cause__ or exc
+            raise (OPENAI.cut(cause) if acc.received else OPENAI.unreachable(cause, exc)) from exc
         except openai.APIError as exc:  # an error object inside the stream
-            kind = exc.type if isinstance(exc.type, str) else "api_error"
-            raise ModelError(
-                f"OpenAI API error mid-stream ({kind}): {exc.message}",
-                retryable=kind not in _FATAL_ERROR_TYPES,
+            kind = exc.type if isinstance(exc.type, str) else None
+            raise OPENAI.status_error(
+                None, detail=exc.message, model=self._model, error_types=(kind,)
             ) from exc
         except httpx2.TransportError as exc:
-            raise ModelError(
-                f"the OpenAI stream was cut before the turn completed ({type(exc).__name__})",
-                retryable=True,
-            ) from exc
+            raise OPENAI.cut(exc) from exc
         except openai.OpenAIError as exc:
-            raise ModelError(f"OpenAI client error: {exc}", retryable=False) from exc
+            raise OPENAI.client_error(exc) from exc
         if acc.finish_reason is None:
-            raise ModelError("the OpenAI stream ended before the turn completed", retryable=True)
+            raise OPENAI.ended_early()
         yield acc.complete()
 
 
@@ -312,36 +303,14 @@ def messages_to_wire(system: str, messages: list[Message]) -> list[dict[str, Any
 
 
 def status_error(exc: openai.APIStatusError, model: str) -> ModelError:
-    """Classify an HTTP failure of the chat completions endpoint."""
-    status = exc.status_code
-    headers = exc.response.headers
+    """Classify an HTTP failure of the chat completions endpoint by the shared table."""
     body = exc.body if isinstance(exc.body, dict) else {}
-    detail = body.get("message") if isinstance(body.get("message"), str) else exc.message
-    retry_after = retry_after_seconds(headers)
-    if status == 401:
-        retryable = False
-        message = f"OPENAI_API_KEY is not set or invalid (401): {detail}"
-    elif status == 403:
-        retryable = False
-        message = f"the OpenAI API key may not use this model or endpoint (403): {detail}"
-    elif status == 404:
-        retryable = False
-        message = (
-            f"model not found: {model} (404) — check the model name and OPENAI_BASE_URL: {detail}"
-        )
-    elif status == 429 and "insufficient_quota" in (exc.code, exc.type):
-        retryable = False
-        message = f"OpenAI quota exhausted (429): {detail}"
-    elif status == 429:
-        retryable = True
-        message = f"OpenAI API rate limit reached (429): {detail}"
-    elif status in (408, 409) or status >= 500:
-        retryable = True
-        message = f"OpenAI API error ({status}): {detail}"
-    else:
-        retryable = False
-        message = f"the OpenAI API rejected the request ({status}): {detail}"
-    should_retry = headers.get("x-should-retry")
-    if should_retry in ("true", "false"):
-        retryable = should_retry == "true"
-    return ModelError(message, retryable=retryable, retry_after=retry_after)
+    message = body.get("message")
+    detail = message if isinstance(message, str) else exc.message
+    return OPENAI.status_error(
+        exc.status_code,
+        detail=detail,
+        model=model,
+        headers=exc.response.headers,
+        error_types=(exc.code, exc.type),
+    )

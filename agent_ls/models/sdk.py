@@ -8,31 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import email.utils
-import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
 from typing import ClassVar, Generic, Protocol, TypeVar
 
 from agent_ls.ports.model import ModelError
-
-
-def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
-    """``retry-after-ms`` / ``retry-after`` (seconds or an HTTP date) as seconds."""
-    with contextlib.suppress(ValueError):
-        ms = headers.get("retry-after-ms")
-        if ms:
-            return max(0.0, float(ms) / 1000)
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    with contextlib.suppress(ValueError):
-        return max(0.0, float(value))
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 class _Closable(Protocol):

@@ -1,8 +1,8 @@
 """The one door between the agent core and the editor.
 
 ``server.py`` implements :class:`EditorPort` over LSP; tests and other front ends may implement
-it directly. Nothing here knows LSP: paths are ``Path`` objects, updates are plain JSON dicts in
-the shapes of the contract (``docs/protocol.md``).
+it directly. Nothing here knows LSP: paths are ``Path`` objects, updates are JSON dicts typed in
+``ports/updates.py`` in the shapes of the contract (``docs/protocol.md``).
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
+
+from agent_ls.ports.updates import SessionUpdate
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +104,7 @@ class EditorPort(Protocol):
         """``[{uri, diagnostics}]`` from the editor's language servers. Raises Unsupported."""
         ...
 
-    def update(self, session_id: str, update: dict[str, Any]) -> None:
+    def update(self, session_id: str, update: SessionUpdate) -> None:
         """Send one ``agent/update`` (``{sessionUpdate: KIND, ...}``)."""
         ...
 

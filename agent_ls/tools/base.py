@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from agent_ls import prompts
+from agent_ls.ports import updates
 from agent_ls.ports.model import ToolSpec
+from agent_ls.ports.updates import Location, ToolCallContent, ToolKind
 
 if TYPE_CHECKING:
     from agent_ls.ports.editor import EditorPort
@@ -33,7 +35,7 @@ class ToolResult:
     content: str
     is_error: bool = False
     raw_output: Any = None
-    display: list[dict[str, Any]] | None = None  # ACP tool-call content (diffs, terminals)
+    display: list[ToolCallContent] | None = None  # ACP tool-call content (diffs, output)
 
 
 @dataclass
@@ -55,11 +57,7 @@ class ToolContext:
         """Stream partial output of the running tool to the editor."""
         self.port.update(
             self.session_id,
-            {
-                "sessionUpdate": "tool_call_update",
-                "toolCallId": self.tool_call_id,
-                "content": [{"type": "content", "content": {"type": "text", "text": text}}],
-            },
+            updates.tool_call_update(self.tool_call_id, content=[updates.text_item(text)]),
         )
 
 
@@ -71,7 +69,7 @@ class Tool(ABC, Generic[InputT]):
 
     name: ClassVar[str]
     input_model: ClassVar[type[BaseModel]]
-    kind: ClassVar[str] = "other"  # ACP tool kind
+    kind: ClassVar[ToolKind] = "other"
     read_only: ClassVar[bool] = False
     concurrency_safe: ClassVar[bool] = False
     # Large results are stored in the session folder and shown as head and tail; tools that
@@ -95,7 +93,7 @@ class Tool(ABC, Generic[InputT]):
         """Whether this call only reads (plan mode runs only such calls)."""
         return self.read_only
 
-    def locations(self, args: InputT, ctx: ToolContext) -> list[dict[str, Any]]:
+    def locations(self, args: InputT, ctx: ToolContext) -> list[Location]:
         return []
 
     @abstractmethod

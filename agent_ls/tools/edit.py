@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, Field
 
 from agent_ls.edits import EditError, hunks_diff, plan_replacement, plan_write
+from agent_ls.ports import updates
 from agent_ls.ports.editor import EditOutcome, EditProposal, Hunk
+from agent_ls.ports.updates import Location, ToolCallContent
 from agent_ls.tools import diagnostics
 from agent_ls.tools.access import authorize_path
 from agent_ls.tools.base import Tool, ToolContext, ToolResult
@@ -38,7 +39,7 @@ class WriteFileInput(BaseModel):
 
 def _diff_display(
     path: Path, shown: str, old_text: str | None, new_text: str, hunks: list[Hunk]
-) -> list[dict[str, Any]]:
+) -> list[ToolCallContent]:
     """ACP's diff content, plus the unified diff of the hunks for clients that show text."""
     return [
         {
@@ -62,10 +63,7 @@ async def _propose(
 ) -> ToolResult:
     shown = ctx.workspace.display(path)
     display = _diff_display(path, shown, old_text, new_text, hunks)
-    ctx.port.update(
-        ctx.session_id,
-        {"sessionUpdate": "tool_call_update", "toolCallId": ctx.tool_call_id, "content": display},
-    )
+    ctx.port.update(ctx.session_id, updates.tool_call_update(ctx.tool_call_id, content=display))
     accept = ctx.permissions.mode in ("acceptEdits", "bypassPermissions")
     proposal = EditProposal(
         path=path,
@@ -113,7 +111,7 @@ def _report(
             f"The user accepted only part of the edit to {shown}: of the {total} hunks "
             f"proposed, they accepted hunk(s) {landed} and rejected the others. Read the file "
             "again to see what it holds now.",
-            raw_output={"status": "partial", "landed": outcome.landed},
+            raw_output={"status": "partial", "landed": outcome.landed, "hunks": total},
         )
     if outcome.status == "unconfirmed":
         ctx.edited_paths.add(path)
@@ -145,7 +143,7 @@ class EditFile(Tool[EditFileInput]):
     def title(self, args: EditFileInput) -> str:
         return f"Edit {args.file_path}"
 
-    def locations(self, args: EditFileInput, ctx: ToolContext) -> list[dict[str, Any]]:
+    def locations(self, args: EditFileInput, ctx: ToolContext) -> list[Location]:
         return [{"path": str(ctx.workspace.resolve(args.file_path))}]
 
     async def run(self, args: EditFileInput, ctx: ToolContext) -> ToolResult:
@@ -182,7 +180,7 @@ class WriteFile(Tool[WriteFileInput]):
     def title(self, args: WriteFileInput) -> str:
         return f"Write {args.file_path}"
 
-    def locations(self, args: WriteFileInput, ctx: ToolContext) -> list[dict[str, Any]]:
+    def locations(self, args: WriteFileInput, ctx: ToolContext) -> list[Location]:
         return [{"path": str(ctx.workspace.resolve(args.file_path))}]
 
     async def run(self, args: WriteFileInput, ctx: ToolContext) -> ToolResult:

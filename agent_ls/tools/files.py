@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, Field
 
 from agent_ls.edits import split_lines
+from agent_ls.ports.updates import Location
 from agent_ls.tools.access import authorize_path
 from agent_ls.tools.base import Tool, ToolContext, ToolResult
 from agent_ls.workspace import human_size
@@ -56,7 +55,7 @@ class ReadFile(Tool[ReadFileInput]):
     def title(self, args: ReadFileInput) -> str:
         return f"Read {args.file_path}"
 
-    def locations(self, args: ReadFileInput, ctx: ToolContext) -> list[dict[str, Any]]:
+    def locations(self, args: ReadFileInput, ctx: ToolContext) -> list[Location]:
         return [{"path": str(ctx.workspace.resolve(args.file_path)), "line": args.offset or 1}]
 
     async def run(self, args: ReadFileInput, ctx: ToolContext) -> ToolResult:

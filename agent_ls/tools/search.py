@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, Field
 
 from agent_ls.ports.editor import Buffer
+from agent_ls.ports.updates import Location, ToolKind
 from agent_ls.tools.base import RESULT_CHAR_CAP, Tool, ToolContext, ToolResult, cap_text
 from agent_ls.workspace import FileProblem, Workspace
 
@@ -456,7 +457,7 @@ def _disk_states(buffers: list[Buffer]) -> list[str]:
     return states
 
 
-def _locations(raw: str | None, workspace: Workspace) -> list[dict[str, Any]]:
+def _locations(raw: str | None, workspace: Workspace) -> list[Location]:
     try:
         path = workspace.resolve(raw) if raw else workspace.root
     except FileProblem:
@@ -536,7 +537,7 @@ class ListFilesInput(BaseModel):
 class ListFiles(Tool[ListFilesInput]):
     name: ClassVar[str] = "list_files"
     input_model: ClassVar[type[BaseModel]] = ListFilesInput
-    kind: ClassVar[str] = "search"
+    kind: ClassVar[ToolKind] = "search"
     read_only: ClassVar[bool] = True
     concurrency_safe: ClassVar[bool] = True
 
@@ -546,7 +547,7 @@ class ListFiles(Tool[ListFilesInput]):
     def title(self, args: ListFilesInput) -> str:
         return f"list {args.pattern}" + (f" in {args.path}" if args.path else "")
 
-    def locations(self, args: ListFilesInput, ctx: ToolContext) -> list[dict[str, Any]]:
+    def locations(self, args: ListFilesInput, ctx: ToolContext) -> list[Location]:
         return _locations(args.path, ctx.workspace)
 
     async def run(self, args: ListFilesInput, ctx: ToolContext) -> ToolResult:
@@ -700,7 +701,7 @@ def _match_from_rg(path: str, data: dict[str, Any]) -> Match:
 class GrepSearch(Tool[GrepSearchInput]):
     name: ClassVar[str] = "grep_search"
     input_model: ClassVar[type[BaseModel]] = GrepSearchInput
-    kind: ClassVar[str] = "search"
+    kind: ClassVar[ToolKind] = "search"
     read_only: ClassVar[bool] = True
     concurrency_safe: ClassVar[bool] = True
 
@@ -712,7 +713,7 @@ class GrepSearch(Tool[GrepSearchInput]):
         include = f" ({args.include})" if args.include else ""
         return f"grep {args.pattern!r}{where}{include}"
 
-    def locations(self, args: GrepSearchInput, ctx: ToolContext) -> list[dict[str, Any]]:
+    def locations(self, args: GrepSearchInput, ctx: ToolContext) -> list[Location]:
         return _locations(args.path, ctx.workspace)
 
     async def run(self, args: GrepSearchInput, ctx: ToolContext) -> ToolResult:

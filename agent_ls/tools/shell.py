@@ -23,7 +23,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from agent_ls.ports import updates
 from agent_ls.ports.editor import Unsupported
+from agent_ls.ports.updates import ToolCallContent
 from agent_ls.safety.shell_policy import authorize_command
 from agent_ls.tools.base import Tool, ToolContext, ToolResult
 
@@ -125,6 +127,16 @@ def _marked_processes(marker: str) -> list[int]:
         except OSError:
             continue
     return found
+
+
+LIVE_GROUPS: set[int] = set()  # process groups of commands running now (killed on exit)
+
+
+def kill_live_groups() -> None:
+    """Kill every running command's group at once (the server is exiting: no time to wait)."""
+    for pgid in list(LIVE_GROUPS):
+        kill_group(pgid)
+    LIVE_GROUPS.clear()
 
 
 def kill_group(pgid: int, sig: int = signal.SIGKILL) -> None:
@@ -260,7 +272,7 @@ class RunShell(Tool[RunShellInput]):
             "timedOut": outcome.timed_out,
             "ms": round(outcome.elapsed_ms),
         }
-        display = [{"type": "content", "content": {"type": "text", "text": body}}]
+        display: list[ToolCallContent] = [updates.text_item(body)]
         failed = outcome.timed_out or outcome.exit_code != 0
         return ToolResult(body, is_error=failed, raw_output=raw, display=display)
 
@@ -329,10 +341,12 @@ async def execute(command: str, ctx: ToolContext, timeout_ms: int) -> RunOutcome
         raise
     finally:
         os.close(write_fd)  # the child holds its own copy; EOF comes when every holder exits
+    LIVE_GROUPS.add(proc.pid)
     try:
         return await _supervise(proc, read_fd, marker, ctx, timeout_ms, started)
     finally:
         kill_group(proc.pid)  # whatever happened, nothing of the group survives the call
+        LIVE_GROUPS.discard(proc.pid)
 
 
 async def _supervise(

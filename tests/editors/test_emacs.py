@@ -8,11 +8,21 @@ own handler asks with ``completing-read``, which the test script answers.
 from __future__ import annotations
 
 import json
+import os
+import re
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.editors.helpers import HERE, isolated_env, run_bounded, server_cmd, write_script
+from tests.editors.helpers import (
+    HERE,
+    REPO,
+    isolated_env,
+    run_bounded,
+    server_cmd,
+    write_script,
+)
 
 APP_PY = 'def greet(name):\n    return "Hello " + name\n\n\nprint(greet("world"))\n'
 
@@ -96,3 +106,76 @@ def test_eglot_ask_edit_round_trip(emacs: str, tmp_path: Path) -> None:
     # agent/update reached eglot: the streamed chunks make up the final text
     assert data["chunks"] == result["text"]
     assert result["text"].endswith("you did not let me run it.")
+
+
+def readme_snippet() -> str:
+    readme = (REPO / "editors" / "README.md").read_text(encoding="utf-8")
+    found = re.search(r"<!-- emacs-snippet -->\s*```elisp\n(.*?)```", readme, re.S)
+    assert found, "editors/README.md has no <!-- emacs-snippet --> block"
+    return found.group(1)
+
+
+SLOW_SCRIPT = {
+    "chunk_size": 1,
+    "delay_ms": 90,
+    "turns": [
+        {
+            "text": "Reading app.py first, slowly.",
+            "tool_calls": [{"name": "read_file", "input": {"file_path": "app.py"}}],
+        },
+        {
+            "text": "Thinking it over " + "." * 90,
+            "tool_calls": [
+                {
+                    "name": "edit_file",
+                    "input": {
+                        "file_path": "app.py",
+                        "old_string": 'return "Hello " + name',
+                        "new_string": 'return f"Hello, {name}!"',
+                    },
+                }
+            ],
+        },
+        {"text": "Done."},
+    ],
+}
+
+
+def test_the_readme_snippet_survives_a_long_run_and_asks_once_per_edit(
+    emacs: str, tmp_path: Path
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "app.py").write_text(APP_PY, encoding="utf-8")
+    snippet = tmp_path / "snippet.el"
+    snippet.write_text(readme_snippet(), encoding="utf-8")
+    out = tmp_path / "out.json"
+    bin_dir = Path(sys.executable).parent  # where `agent-ls` is installed, as a user has it
+    assert (bin_dir / "agent-ls").exists()
+    env = isolated_env(
+        tmp_path,
+        AGENT_LS_MODEL=write_script(tmp_path / "model.json", SLOW_SCRIPT),
+        AGENT_LS_SNIPPET=str(snippet),
+        AGENT_LS_TEST_FILE=str(ws / "app.py"),
+        AGENT_LS_TEST_OUT=str(out),
+    )
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    done = run_bounded(
+        [emacs, "--batch", "-l", str(HERE / "emacs" / "readme_snippet.el")],
+        env=env,
+        cwd=ws,
+        timeout=150,
+    )
+    context = f"emacs exit {done.returncode}\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
+    if not out.exists():
+        pytest.fail("the elisp script wrote no result\n" + context)
+    data = json.loads(out.read_text())
+    assert not data.get("error"), f"{data}\n{context}"
+    assert data["ask_returned_after"] < 5, data  # M-x agent-ls-ask does not block Emacs
+    assert data["answered_after"] > 10, data  # longer than eglot's 10 s request timeout
+    assert data["result"]["stopReason"] == "end_turn", data
+    assert data["buffer"] == APP_PY.replace('"Hello " + name', 'f"Hello, {name}!"'), data
+    # one question for the one edit: agent-ls's Apply/Reject, not eglot's confirmation too
+    asked = data["asked"]
+    assert [a["via"] for a in asked] == ["completing-read"], asked
+    assert asked[0]["choices"] == ["Apply", "Reject"], asked

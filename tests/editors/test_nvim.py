@@ -154,7 +154,7 @@ def test_ask_review_accept_one_hunk_reject_other(nvim: str, tmp_path: Path) -> N
         for u in updates_of(data, "tool_call_update")
         if u.get("status") in ("completed", "failed")
     ]
-    assert finals[1].get("rawOutput") == {"status": "partial", "landed": [0]}, finals[1]
+    assert finals[1].get("rawOutput") == {"status": "partial", "landed": [0], "hunks": 2}, finals[1]
     # the shell command ran after the confirmation and saw the saved file
     shell_out = json.dumps(finals[2])
     assert "def bar():" in shell_out and "result = foo()" in shell_out, shell_out
@@ -245,3 +245,47 @@ def test_fix_code_action_mode_and_sessions(nvim: str, tmp_path: Path) -> None:
     assert sessions and sessions[0]["items"][0] == "+ New session"
     assert len(sessions[0]["items"]) >= 2
     assert data["new_session"] and data["new_session"] != data["result"]["sessionId"]
+
+
+def test_a_save_during_review_is_harmless_and_a_withdrawn_review_closes(
+    nvim: str, tmp_path: Path
+) -> None:
+    def rename(old: str, new: str) -> dict[str, Any]:
+        edit = {"file_path": "names.py", "old_string": old, "new_string": new, "replace_all": True}
+        return {"tool_calls": [{"name": "edit_file", "input": edit}]}
+
+    script = {
+        "turns": [
+            {"tool_calls": [{"name": "read_file", "input": {"file_path": "names.py"}}]},
+            rename("foo", "bar"),
+            {"text": "Renamed."},
+            rename("bar", "baz"),
+            {"text": "You did not answer."},
+        ]
+    }
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "names.py").write_text(NAMES_PY, encoding="utf-8")
+    data = run_nvim(nvim, tmp_path, "review_save_timeout.lua", script, timeout=90)
+    ctx = data["_context"]
+    renamed = [*NAMES_PY.replace("foo", "bar").splitlines(), "# unsaved note"]
+    # :w bumped b:changedtick mid-review; the accept still landed, reported as applied
+    assert data["tick_changed"] is True
+    assert data["first_buffer"] == renamed, ctx
+    outputs = [
+        u["rawOutput"]
+        for u in updates_of(data, "tool_call_update")
+        if isinstance(u.get("rawOutput"), dict) and "status" in u["rawOutput"]
+    ]
+    assert outputs[0]["status"] == "applied", outputs
+    # nobody answered the second review: the server gave up, the editor closed it unapplied
+    assert data["closed_by_server"] is True
+    assert outputs[1]["status"] in ("failed", "rejected"), outputs
+    assert data["second_buffer"] == renamed, ctx
+
+
+def test_checkhealth_fails_on_a_missing_script_or_api_key(nvim: str, tmp_path: Path) -> None:
+    data = run_nvim(nvim, tmp_path, "health.lua", {"turns": [{"text": "unused"}]})
+    assert "ERROR the script file does not exist" in data["missing_script"], data["missing_script"]
+    assert "ERROR ANTHROPIC_API_KEY is not set" in data["missing_key"], data["missing_key"]
+    assert "OK ANTHROPIC_API_KEY is set" in data["with_key"], data["with_key"]
+    assert "ERROR" not in data["with_key"].split("model:")[1], data["with_key"]

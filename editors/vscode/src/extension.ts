@@ -99,7 +99,7 @@ export class Agent implements vscode.Disposable {
       this.statusItem.text = '$(warning) agent-ls';
       this.statusItem.tooltip = 'agent-ls server not found';
       const pick = await vscode.window.showErrorMessage(
-        'agent-ls: cannot find the server. Install it (pip install agent-ls) into the workspace .venv or your PATH, or set agentLs.serverPath.',
+        'agent-ls: cannot find the server. Install it from a clone (pip install . in it) into the workspace .venv or your PATH, or set agentLs.serverPath.',
         'Open Settings',
       );
       if (pick) {

@@ -16,7 +16,7 @@ function M.check()
   end
   local cmd = agent.server_cmd(agent.root(vim.api.nvim_get_current_buf()))
   if not cmd then
-    health.error('cannot find the server', { 'pip install agent-ls', "or setup({ cmd = { 'agent-ls', 'serve' } })" })
+    health.error('cannot find the server', { 'pip install . (in a clone of agent-ls)', "or setup({ cmd = { 'agent-ls', 'serve' } })" })
   elseif vim.fn.executable(cmd[1]) == 1 then
     health.ok('server: ' .. table.concat(cmd, ' '))
   else
@@ -30,9 +30,32 @@ function M.check()
     health.ok(('client %d: root %s, position encoding %s'):format(c.id, c.root_dir or '?', c.offset_encoding))
   end
   local model = agent.config.model or (agent.config.settings or {}).model or vim.env.AGENT_LS_MODEL
-  health.info('model: ' .. (model or "the server's default"))
-  if not (model and model:match('^script:')) and not vim.env.ANTHROPIC_API_KEY and not vim.env.OPENAI_API_KEY then
-    health.warn('neither ANTHROPIC_API_KEY nor OPENAI_API_KEY is set in the environment')
+    or 'anthropic:claude-sonnet-4-5' -- the server's default
+  health.info('model: ' .. model)
+  local provider, rest = model:match('^(%w+):(.+)$')
+  local keys = { anthropic = 'ANTHROPIC_API_KEY', openai = 'OPENAI_API_KEY' }
+  if not provider then
+    health.error(('model %q is not provider:model'):format(model),
+      { 'anthropic:<model>, openai:<model> or script:<path>' })
+  elseif provider == 'script' then
+    local path = vim.fn.expand(rest)
+    if vim.fn.filereadable(path) == 1 then
+      health.ok('script file: ' .. path)
+    else
+      health.error('the script file does not exist: ' .. path)
+    end
+  elseif keys[provider] then
+    local base = vim.env[provider:upper() .. '_BASE_URL']
+    if vim.env[keys[provider]] and vim.env[keys[provider]] ~= '' then
+      health.ok(keys[provider] .. ' is set')
+    elseif provider == 'openai' and base then
+      health.ok('OPENAI_BASE_URL is set (a local server may need no key)')
+    else
+      health.error(keys[provider] .. ' is not set in the environment Neovim runs in',
+        { 'export ' .. keys[provider] .. '=... before starting Neovim' })
+    end
+  else
+    health.error('unknown model provider ' .. provider, { 'anthropic, openai or script' })
   end
 end
 

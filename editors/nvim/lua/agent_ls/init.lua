@@ -166,6 +166,15 @@ function M.handlers()
     ['agent/saveDocuments'] = save_documents,
     ['window/showMessageRequest'] = show_message_request,
     ['workspace/applyEdit'] = review.handler,
+    -- The server withdraws a request it stopped waiting for (editConfirmTimeout, a cancelled
+    -- run): close the open reviews so nothing is applied after the agent was told it failed.
+    -- Neovim does not say which request a handler serves, so every open review is closed.
+    ['$/cancelRequest'] = function()
+      if review.current() then
+        review.abort_all('the agent stopped waiting for this review')
+        util.notify('agent-ls: the agent stopped waiting; the review was closed unapplied')
+      end
+    end,
   }
 end
 
@@ -272,7 +281,7 @@ function M.attach(bufnr)
   if not cfg.cmd then
     if not warned then
       warned = true
-      util.notify('cannot find `agent-ls`: install it (pip install agent-ls) or set `cmd` in setup()',
+      util.notify('cannot find `agent-ls`: install it from a clone (pip install . in it) or set `cmd` in setup()',
         vim.log.levels.ERROR)
     end
     return nil

@@ -141,8 +141,9 @@ function M.prepare(wedit, enc, label)
       if doc.version and current and doc.version > 0 and current > doc.version then
         error(('%s changed since the agent read it'):format(util.short(doc.fname)))
       end
-      doc.tick = vim.api.nvim_buf_get_changedtick(doc.bufnr)
       lines = vim.api.nvim_buf_get_lines(doc.bufnr, 0, -1, false)
+      -- the text under review: a save (:w) bumps b:changedtick but changes nothing here
+      doc.text = table.concat(lines, '\n')
     end
     doc.edits = sort_edits(doc.edits)
     for i, edit in ipairs(doc.edits) do
@@ -191,8 +192,9 @@ function M.apply(review)
         end
         if not doc.bufnr or not vim.api.nvim_buf_is_valid(doc.bufnr) then
           doc.bufnr = util.load_uri(doc.uri)
-        elseif doc.tick and vim.api.nvim_buf_get_changedtick(doc.bufnr) ~= doc.tick then
-          error(('%s changed during the review'):format(util.short(doc.fname)))
+        elseif doc.text
+          and table.concat(vim.api.nvim_buf_get_lines(doc.bufnr, 0, -1, false), '\n') ~= doc.text then
+          error(('%s was edited during the review'):format(util.short(doc.fname)))
         end
         vim.lsp.util.apply_text_edits(accepted, doc.bufnr, review.enc)
       end)
