@@ -1,5 +1,5 @@
-"""The ``agent-ls`` command line: serve, run, demo, check-command, mcp, sessions, remember,
-undo."""
+"""The ``agent-ls`` command line: serve, acp, run, demo, check-command, mcp, sessions,
+remember, undo."""
 
 from __future__ import annotations
 
@@ -38,6 +38,50 @@ def _serve(args: argparse.Namespace) -> int:
         server.start_tcp(host or "127.0.0.1", int(port))
     else:
         server.start_io()
+    return 0
+
+
+def _setup_logging(args: argparse.Namespace) -> None:
+    handler: logging.Handler = (
+        logging.FileHandler(args.log_file) if args.log_file else logging.StreamHandler(sys.stderr)
+    )
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper(), logging.WARNING),
+        handlers=[handler],
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def _acp_settings(args: argparse.Namespace) -> dict[str, object] | None:
+    """``--settings`` (a JSON object, or a file holding one) with ``--model``/``--mode`` on top."""
+    raw: dict[str, object] = {}
+    if args.settings:
+        text = args.settings
+        if not text.lstrip().startswith("{"):
+            text = Path(text).expanduser().read_text(encoding="utf-8")
+        loaded = json.loads(text)
+        if not isinstance(loaded, dict):
+            raise ValueError("--settings must be a JSON object")
+        raw.update(loaded)
+    if args.model:
+        raw["model"] = args.model
+    if args.mode:
+        raw["mode"] = args.mode
+    return raw or None
+
+
+def _acp(args: argparse.Namespace) -> int:
+    _setup_logging(args)
+    try:
+        settings = _acp_settings(args)
+    except (OSError, ValueError) as exc:
+        print(f"agent-ls acp: --settings: {exc}", file=sys.stderr)
+        return 2
+    import asyncio
+
+    from agent_ls.acp.main import serve  # imports acp (in a thread): only when `acp` runs
+
+    asyncio.run(serve(settings))
     return 0
 
 
@@ -266,6 +310,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="debug, info, warning, error (env AGENT_LS_LOG_LEVEL)",
     )
     serve.set_defaults(func=_serve)
+
+    acp = sub.add_parser("acp", help="speak the Agent Client Protocol on stdio (Zed, JetBrains...)")
+    acp.add_argument("--model", "-m", help="anthropic:<model>, openai:<model> or script:<path>")
+    acp.add_argument("--mode", choices=["default", "acceptEdits", "plan", "bypassPermissions"])
+    acp.add_argument(
+        "--settings",
+        metavar="JSON|FILE",
+        help="the settings object (as the editors' `agent` section), inline or in a file",
+    )
+    acp.add_argument(
+        "--log-file",
+        default=os.environ.get("AGENT_LS_LOG_FILE"),
+        help="write logs here instead of stderr (env AGENT_LS_LOG_FILE)",
+    )
+    acp.add_argument(
+        "--log-level",
+        default=os.environ.get("AGENT_LS_LOG_LEVEL", "warning"),
+        help="debug, info, warning, error (env AGENT_LS_LOG_LEVEL)",
+    )
+    acp.set_defaults(func=_acp)
 
     run = sub.add_parser("run", help="run one prompt headless, as an LSP client of the server")
     run.add_argument("prompt", nargs="*", help="the prompt (- reads stdin)")

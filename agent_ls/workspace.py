@@ -15,15 +15,19 @@ never decoded lossily, so an edit cannot corrupt them.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
-from collections.abc import Callable
+import tempfile
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from agent_ls.ports.editor import Buffer
 
 BufferLookup = Callable[[Path], Buffer | None]
+# The editor's text of a file fetched on demand (ACP's fs/read_text_file); None: not available.
+TextReader = Callable[[Path], Awaitable[str | None]]
 
 BINARY_SNIFF_BYTES = 8192  # as git: a NUL byte in the first 8 KB means binary
 MAX_TEXT_BYTES = 64 * 1024 * 1024  # larger files are not loaded at all
@@ -139,12 +143,14 @@ class Workspace:
         roots: list[Path],
         buffers: BufferLookup | None = None,
         all_buffers: Callable[[], list[Buffer]] | None = None,
+        reader: TextReader | None = None,
     ):
         if not roots:
             raise ValueError("a workspace needs at least one folder")
         self.roots = [r.resolve() for r in roots]
         self._buffers = buffers or (lambda _p: None)
         self._all_buffers = all_buffers or list
+        self._reader = reader
 
     def open_buffers(self) -> list[Buffer]:
         """Every buffer open in the editor (search looks at their unsaved text)."""
@@ -199,6 +205,26 @@ class Workspace:
             return FileView(path, buffer.text, buffer.version, from_buffer=True)
         disk = read_disk(path)
         return FileView(path, disk.text, None, False, bom=disk.bom, size=disk.size)
+
+    async def load(self, path: Path) -> FileView:
+        """Like :meth:`view`, but asks the editor for the text when it can only be fetched.
+
+        An editor reached over ACP holds no buffer list here: its ``fs/read_text_file`` gives
+        the text of its buffer (unsaved changes included) or of the disk. The text counts as
+        the editor's (``from_buffer``) only when it differs from the disk.
+        """
+        if self._reader is None or self._buffers(path) is not None:
+            return self.view(path)
+        text = await self._reader(path)
+        if text is None:
+            return self.view(path)
+        try:
+            disk: DiskText | None = read_disk(path)
+        except FileProblem:
+            disk = None
+        if disk is not None and disk.text == text:
+            return FileView(path, text, None, False, bom=disk.bom, size=disk.size)
+        return FileView(path, text, None, from_buffer=True, bom=disk.bom if disk else False)
 
     def exists(self, path: Path) -> bool:
         return self._buffers(path) is not None or path.exists()
@@ -269,6 +295,26 @@ def encode_text(text: str, bom: bool = False) -> bytes:
     """The bytes to write for ``text``: UTF-8, with the BOM back when the file had one."""
     data = text.encode("utf-8", "surrogatepass")
     return UTF8_BOM + data if bom and not text.startswith("\ufeff") else data
+
+
+def write_atomically(path: Path, text: str, *, bom: bool = False) -> None:
+    """Write via a temp file in the same folder and rename, keeping the file's mode (and its
+    UTF-8 byte-order mark, which editors keep out of the buffer text)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = None
+    with contextlib.suppress(FileNotFoundError):
+        mode = path.stat().st_mode & 0o7777
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".agent-ls", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(encode_text(text, bom))
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
 
 
 def read_disk(path: Path) -> DiskText:

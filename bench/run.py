@@ -41,6 +41,7 @@ BENCHMARKS = {
     "memory": "bench.memory",
     "exit": "bench.exit",
     "mcp": "bench.mcp_tools",
+    "acp": "bench.acp",
 }
 DEFAULT_OUT = REPO / "bench" / "results" / "latest.json"
 

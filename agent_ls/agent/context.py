@@ -21,7 +21,7 @@ from agent_ls.agent.prompt import selection_context
 from agent_ls.edits import PositionEncoding
 from agent_ls.safety.paths import is_secret_like
 from agent_ls.tools.files import number_lines
-from agent_ls.workspace import FileProblem, ReadState, Workspace
+from agent_ls.workspace import FileProblem, FileView, ReadState, Workspace
 
 MENTION = re.compile(r"(?<![\w@/])@((?:[\w.~-]|/)[^\s,;:!?()\[\]{}<>\"'`]*)")
 MENTION_LINE_LIMIT = 2000
@@ -105,15 +105,32 @@ def attach(
         except FileProblem as exc:
             context.notes.append(f"@{mention} (not attached: {exc})")
             continue
-        named_paths.add(path)  # the user named it: no question for reading it
-        read_state.record(view)
-        body, total = number_lines(view.text, 1, MENTION_LINE_LIMIT)
-        shown_lines = body.count("\n") + 1 if body else 0
-        note = f" (lines 1-{shown_lines} of {total})" if shown_lines < total else ""
-        context.blocks.append(
-            prompts.load("mention.md").format(
-                path=workspace.display(path), mention=mention, note=note, body=body or "(empty)"
-            )
-        )
-        context.notes.append(f"{workspace.display(path)} (@mention)")
+        attach_text(context, workspace, read_state, named_paths, view, mention)
     return context
+
+
+def attach_text(
+    context: AttachedContext,
+    workspace: Workspace,
+    read_state: ReadState,
+    named_paths: set[Path],
+    view: FileView,
+    mention: str,
+) -> None:
+    """Attach a file the user named, as the model will see it, and count it as read.
+
+    ``view`` is the text the user's editor gave (an ``@mention`` read through the workspace,
+    or an ACP ``resource`` block the client embedded).
+    """
+    named_paths.add(view.path)  # the user named it: no question for reading it
+    read_state.record(view)
+    body, total = number_lines(view.text, 1, MENTION_LINE_LIMIT)
+    shown_lines = body.count("\n") + 1 if body else 0
+    note = f" (lines 1-{shown_lines} of {total})" if shown_lines < total else ""
+    shown = workspace.display(view.path)
+    context.blocks.append(
+        prompts.load("mention.md").format(
+            path=shown, mention=mention, note=note, body=body or "(empty)"
+        )
+    )
+    context.notes.append(f"{shown} (@mention)")

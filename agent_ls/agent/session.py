@@ -43,7 +43,9 @@ class Session:
         """Add a complete message to the history and to the transcript on disk."""
         self.history.append(message)
         if self.store is not None:
-            if len(self.history) == 1 and not self.store.exists(self.id):
+            # The title is known with the first message (a transcript may already exist: an
+            # ACP session is saved with its folder when it is created).
+            if len(self.history) == 1:
                 self.store.append(
                     self.id,
                     {

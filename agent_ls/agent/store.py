@@ -113,9 +113,13 @@ class SessionStore:
             try:
                 with path.open(encoding="utf-8") as handle:
                     for line in handle:
-                        if '"type":"meta"' in line and not title:
+                        if '"type":"meta"' in line:
+                            # An ACP session's first record names its folder before the
+                            # first message brings the title: the first title, the last
+                            # folder (a session loaded in another folder moved there).
                             meta = json.loads(line)
-                            title, workspace = meta.get("title", ""), meta.get("workspace", "")
+                            title = title or meta.get("title", "")
+                            workspace = meta.get("workspace") or workspace
                         elif '"role":"assistant"' in line:
                             turns += 1
             except (OSError, json.JSONDecodeError):

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +16,7 @@ from lsprotocol import types
 from agent_ls.edits import LineIndex, PositionEncoding, apply_hunks
 from agent_ls.lsp.jsonrpc import uri_to_path
 from agent_ls.ports.editor import Hunk
-from agent_ls.workspace import DiskText, FileProblem, encode_text, read_disk
+from agent_ls.workspace import DiskText, FileProblem, read_disk, write_atomically
 
 AcceptHunk = Callable[[Path, int, types.TextEdit | types.AnnotatedTextEdit], bool]
 
@@ -71,26 +69,6 @@ def apply_text_edits(
         hunks.append(Hunk(start, end, edit.new_text))
         accepted.append(i)
     return apply_hunks(text, hunks), accepted
-
-
-def write_atomically(path: Path, text: str, *, bom: bool = False) -> None:
-    """Write via a temp file in the same folder and rename, keeping the file's mode (and its
-    UTF-8 byte-order mark, which editors keep out of the buffer text)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = None
-    with contextlib.suppress(FileNotFoundError):
-        mode = path.stat().st_mode & 0o7777
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".agent-ls", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(encode_text(text, bom))
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 @dataclass

@@ -198,7 +198,7 @@ class EditFile(Tool[EditFileInput]):
         refusal = await authorize_path(ctx, self.name, path, write=True)
         if refusal:
             return ToolResult(refusal, is_error=True)
-        view = ctx.workspace.view(path)
+        view = await ctx.workspace.load(path)
         stale = ctx.read_state.check(view)
         if stale:
             return ToolResult(f"Cannot edit {args.file_path}: {stale}", is_error=True)
@@ -237,7 +237,7 @@ class WriteFile(Tool[WriteFileInput]):
             hunks = [Hunk(0, 0, args.content)]
             return await _propose(ctx, self.name, path, None, args.content, hunks, None)
         try:
-            view = ctx.workspace.view(path)
+            view = await ctx.workspace.load(path)
         except FileProblem as exc:
             return ToolResult(f"Cannot overwrite {args.file_path}: {exc}", is_error=True)
         stale = ctx.read_state.check(view)

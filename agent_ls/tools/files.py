@@ -63,7 +63,7 @@ class ReadFile(Tool[ReadFileInput]):
         refusal = await authorize_path(ctx, self.name, path, write=False)
         if refusal:
             return ToolResult(refusal, is_error=True)
-        view = ctx.workspace.view(path)
+        view = await ctx.workspace.load(path)
         ctx.read_state.record(view)
         offset = args.offset or 1
         limit = args.limit or DEFAULT_LIMIT
