@@ -73,13 +73,18 @@ class RawClient:
             elif message.get("id") == my_id:
                 return message
 
-    def initialize(self, root: Path, options: dict[str, Any] | None = None) -> dict[str, Any]:
+    def initialize(
+        self,
+        root: Path,
+        options: dict[str, Any] | None = None,
+        capabilities: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         response = self.request(
             "initialize",
             {
                 "processId": os.getpid(),
                 "rootUri": root.as_uri(),
-                "capabilities": {"window": {"workDoneProgress": True}},
+                "capabilities": capabilities or {"window": {"workDoneProgress": True}},
                 "initializationOptions": options,
             },
         )

@@ -13,6 +13,7 @@ import pytest
 from agent_ls.lsp.protocol import COMMANDS
 from agent_ls.settings import Settings
 from agent_ls.tools.registry import default_tools
+from agent_ls.tools.task import TaskTool
 
 REPO = Path(__file__).resolve().parents[1]
 PROTOCOL = (REPO / "docs" / "protocol.md").read_text(encoding="utf-8")
@@ -63,7 +64,8 @@ def test_every_setting_is_documented_with_its_default() -> None:
 
 def test_the_tools_table_is_the_registry() -> None:
     documented = table(section(PROTOCOL, "Tools the model sees"))
-    registry = default_tools()
+    # every session adds `task` (its sub-agents) after the built-ins
+    registry = default_tools().extended([TaskTool([])])
     assert list(documented) == registry.names()
     for name, (inputs,) in documented.items():
         tool = registry.get(name)
@@ -80,7 +82,7 @@ def test_the_commands_table_is_the_server_s() -> None:
 
 
 SDK_ENV = {"ANTHROPIC_BASE_URL"}  # read by the anthropic SDK itself
-INTERNAL_ENV = {"AGENT_LS_SHELL_RUN", "PYTHONUNBUFFERED", "SHELL"}
+INTERNAL_ENV = {"AGENT_LS_SHELL_RUN", "PYTHONUNBUFFERED", "SHELL", "HOME", "PATH"}
 
 
 def env_read_by_the_code() -> set[str]:

@@ -30,7 +30,9 @@ def test_code_action_is_a_quickfix_whose_command_runs_agent_fix(workspace: Path)
     script.write_text(json.dumps({"turns": [{"text": "Looked at it."}]}), encoding="utf-8")
     client = RawClient(workspace, env={"AGENT_LS_MODEL": f"script:{script}"})
     try:
-        client.initialize(workspace)
+        literal = {"codeActionLiteralSupport": {"codeActionKind": {"valueSet": ["quickfix"]}}}
+        caps = {"window": {"workDoneProgress": True}, "textDocument": {"codeAction": literal}}
+        client.initialize(workspace, capabilities=caps)
         uri = (workspace / "app.py").resolve().as_uri()
         text = (workspace / "app.py").read_text(encoding="utf-8")
         client.send(

@@ -24,6 +24,7 @@ COMMANDS = (
     "agent.clearGrants",
     "agent.remember",
     "agent.undo",
+    "agent.mcp",
 )
 UPDATE_NOTIFICATION = "agent/update"
 SAVE_DOCUMENTS_REQUEST = "agent/saveDocuments"
