@@ -338,3 +338,28 @@ def test_checkhealth_fails_on_a_missing_script_or_api_key(nvim: str, tmp_path: P
     assert "ERROR ANTHROPIC_API_KEY is not set" in data["missing_key"], data["missing_key"]
     assert "OK ANTHROPIC_API_KEY is set" in data["with_key"], data["with_key"]
     assert "ERROR" not in data["with_key"].split("model:")[1], data["with_key"]
+
+
+def test_agent_mcp_lists_servers_tools_and_a_failed_servers_error(
+    nvim: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from tests.editors.helpers import REPO
+
+    servers = {
+        "faulty": {
+            "command": sys.executable,
+            "args": ["-m", "tests.mcp_servers.faulty"],
+            "cwd": str(REPO),
+        },
+        "broken": {"command": str(tmp_path / "no-such-server")},
+    }
+    monkeypatch.setenv("AGENT_LS_TEST_MCP", json.dumps(servers))
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "a.txt").write_text("hello\n", encoding="utf-8")
+    data = run_nvim(nvim, tmp_path, "mcp.lua", {"turns": [{"text": "unused"}]}, timeout=120)
+    shown = data["shown"]
+    assert "faulty [settings] ready" in shown and "mcp__faulty__echo" in shown, shown
+    assert "broken [settings] failed" in shown and "  error: " in shown, shown
+    assert data["level"] == 3  # vim.log.levels.WARN: a server failed
