@@ -363,3 +363,26 @@ def test_agent_mcp_lists_servers_tools_and_a_failed_servers_error(
     assert "faulty [settings] ready" in shown and "mcp__faulty__echo" in shown, shown
     assert "broken [settings] failed" in shown and "  error: " in shown, shown
     assert data["level"] == 3  # vim.log.levels.WARN: a server failed
+
+
+@pytest.mark.parametrize(
+    ("setup", "word", "line"),
+    [
+        ({}, "sandboxed", "shell sandbox: bwrap (auto)"),
+        ({"settings": {"sandbox": "off"}}, "unsandboxed", "shell sandbox: off (off)"),
+    ],
+)
+def test_the_statusline_shows_the_sandbox(
+    nvim: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    setup: dict[str, Any],
+    word: str,
+    line: str,
+) -> None:
+    monkeypatch.setenv("AGENT_LS_TEST_SETUP", json.dumps(setup or {"settings": {}}))
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "a.txt").write_text("hello\n", encoding="utf-8")
+    data = run_nvim(nvim, tmp_path, "sandbox_status.lua", {"turns": [{"text": "unused"}]})
+    assert f" · {word}" in data["statusline"], data["statusline"]
+    assert line in data["status"], data["status"]

@@ -228,6 +228,8 @@ def test_vscode_ask_refactor_preview_apply_chat(tmp_path: Path) -> None:
     assert "end_turn" in chat and "1,280 tokens" in chat, chat
     # Agent: Set Mode… and Agent: Show Usage went through the server
     assert "acceptEdits" in result["statusAfterMode"]
+    # bwrap is installed where this tier runs: the status bar says commands are sandboxed
+    assert "sandbox" in result["statusAfterMode"] and "no sandbox" not in result["statusAfterMode"]
     assert "Model script:" in result["usageToast"], result["usageToast"]
     # the screenshots are kept as test artefacts; the docs keep a copy
     shot = ARTIFACTS / "vscode.png"

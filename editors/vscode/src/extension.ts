@@ -47,7 +47,10 @@ function shortNumber(n: number): string {
   return n >= 10000 ? `${(n / 1000).toFixed(0)}k` : n >= 1000 ? `${(n / 1000).toFixed(1)}k` : String(n);
 }
 
-export class Agent implements vscode.Disposable {
+export /** `agent.status`'s `sandbox`: how shell commands run. */
+type SandboxStatus = { mode?: string; active?: boolean; backend?: string | null; reason?: string };
+
+class Agent implements vscode.Disposable {
   client?: LanguageClient;
   private starting?: Promise<LanguageClient | undefined>;
   readonly output = vscode.window.createOutputChannel('agent-ls', { log: true });
@@ -55,6 +58,8 @@ export class Agent implements vscode.Disposable {
   readonly chat: ChatViewProvider;
   private running = 0;
   private mode = 'default';
+  // the shell sandbox as agent.status reports it (undefined until the server answered)
+  private sandbox: SandboxStatus | undefined;
   private tokens = 0;
   private cost = 0;
   private context = { used: 0, size: 0 };
@@ -165,6 +170,7 @@ export class Agent implements vscode.Disposable {
     client.onRequest(ShowMessageRequest.type, (params) => this.confirm(params));
     this.client = client;
     this.renderStatus();
+    void this.refreshSandbox(client);
     return client;
   }
 
@@ -563,8 +569,24 @@ export class Agent implements vscode.Disposable {
 
   // -- status bar -----------------------------------------------------------------------------
 
+  private async refreshSandbox(client: LanguageClient): Promise<void> {
+    try {
+      const status = (await client.sendRequest('workspace/executeCommand', {
+        command: 'agent.status',
+        arguments: [{}],
+      })) as { sandbox?: SandboxStatus } | null;
+      this.sandbox = status?.sandbox ?? undefined;
+      this.renderStatus();
+    } catch {
+      // an old server without agent.status' sandbox: no indicator
+    }
+  }
+
   renderStatus(): void {
     const parts = [`$(hubot) ${this.mode}`];
+    if (this.sandbox) {
+      parts.push(this.sandbox.active ? '$(lock) sandbox' : '$(unlock) no sandbox');
+    }
     if (this.running > 0) {
       parts.push('$(sync~spin)');
     }
@@ -586,6 +608,13 @@ export class Agent implements vscode.Disposable {
     md.appendMarkdown(`Tokens this window: ${this.tokens.toLocaleString()} · cost $${this.cost.toFixed(4)}`);
     if (this.context.size) {
       md.appendMarkdown(` · context ${Math.round((100 * this.context.used) / this.context.size)}%`);
+    }
+    if (this.sandbox) {
+      md.appendMarkdown(
+        this.sandbox.active
+          ? `\n\nShell commands run in the ${this.sandbox.backend ?? 'sandbox'} sandbox (\`${this.sandbox.mode}\`).`
+          : `\n\nShell commands run unsandboxed (\`${this.sandbox.mode}\`)${this.sandbox.reason ? `: ${this.sandbox.reason}` : ''}.`,
+      );
     }
     md.appendMarkdown('\n\nClick to show the chat.');
     this.statusItem.tooltip = md;

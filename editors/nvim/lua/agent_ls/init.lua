@@ -36,6 +36,7 @@ M.state = {
   results = {}, -- every ask/fix result, oldest first
   session = nil,
   tokens = 0, -- input + output tokens of the runs made from this Neovim
+  sandbox = nil, -- agent.status' sandbox {mode, active, backend, reason?} once the server answered
 }
 
 local augroup = vim.api.nvim_create_augroup('agent_ls', { clear = true })
@@ -253,6 +254,18 @@ function M.client_config(root)
     settings = { agent = settings },
     capabilities = caps,
     handlers = M.handlers(),
+    on_init = function(client)
+      -- the sandbox indicator of the statusline: asked once the server is up
+      vim.schedule(function()
+        util.request(client, 'workspace/executeCommand',
+          { command = 'agent.status', arguments = { vim.empty_dict() } }, function(err, st)
+            if not err and type(st) == 'table' and type(st.sandbox) == 'table' then
+              M.state.sandbox = st.sandbox
+              vim.cmd('redrawstatus')
+            end
+          end)
+      end)
+    end,
     commands = {
       -- the server's "Fix with agent" code action runs through the plugin (chat, review)
       ['agent.fix'] = function(command, ctx)
@@ -606,6 +619,7 @@ function M.status(cb)
       return
     end
     chat.state.mode = s.mode
+    M.state.sandbox = type(s.sandbox) == 'table' and s.sandbox or M.state.sandbox
     local usage = type(s.usage) == 'table' and s.usage or {}
     local lines = {
       ('agent-ls %s · model %s · mode %s'):format(s.version or '?', s.model or '?', s.mode or '?'),
@@ -616,6 +630,12 @@ function M.status(cb)
     }
     if s.grants and #s.grants > 0 then
       lines[#lines + 1] = 'allowed for this session: ' .. table.concat(s.grants, ', ')
+    end
+    local sb = M.state.sandbox
+    if sb then
+      lines[#lines + 1] = sb.active and ('shell sandbox: %s (%s)'):format(sb.backend or '?', sb.mode or '?')
+        or ('shell sandbox: off (%s)%s'):format(sb.mode or '?',
+          type(sb.reason) == 'string' and (': ' .. sb.reason) or '')
     end
     util.notify(table.concat(lines, '\n'))
     if cb then
@@ -711,6 +731,9 @@ function M.statusline()
   local parts = { 'agent' }
   if s.mode then
     parts[#parts + 1] = s.mode
+  end
+  if M.state.sandbox then
+    parts[#parts + 1] = M.state.sandbox.active and 'sandboxed' or 'unsandboxed'
   end
   if (M.state.running or 0) > 0 then
     parts[#parts + 1] = '● ' .. (s.progress or 'running')
