@@ -12,8 +12,16 @@ from typing import Any
 
 import pytest
 
-from tests.editor_sim import EditorSim, editor
+from tests.editor_sim import EditorSim
+from tests.editor_sim import editor as sandboxed_editor
 from tests.fakeapi import FakeAPI, Turn
+
+
+def editor(*args: Any, init_options: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+    """The real server with the sandbox off: these hooks write beside the workspace to report
+    what they saw (test_hooks_run_in_the_sandbox shows hooks do run sandboxed)."""
+    options = {"sandbox": "off", **(init_options or {})}
+    return sandboxed_editor(*args, init_options=options, **kwargs)
 
 
 @pytest.fixture
@@ -440,3 +448,25 @@ async def test_bad_hook_entries_are_reported_and_skipped(workspace: Path, config
         assert "bad matcher" in warnings and "bad timeout" in warnings
     assert (workspace / "good.txt").exists()
     assert not (workspace / "typo.txt").exists() and not (workspace / "bad.txt").exists()
+
+
+async def test_hooks_run_in_the_sandbox(workspace: Path, config_dir: Path, tmp_path: Path) -> None:
+    """With the sandbox active, a hook writes inside the workspace but not beside it."""
+    from agent_ls.safety.sandbox import find_bwrap, probe
+
+    program = find_bwrap([workspace])
+    if program is None or probe(program) is not None:
+        if os.environ.get("CI"):
+            pytest.fail("bubblewrap is missing or broken: the sandbox tests must run in CI")
+        pytest.skip("no working bwrap here")
+    outside = tmp_path / "outside.txt"
+    command = f"touch inside.txt; touch {outside}"
+    hooks = hook("PreToolUse", command, matcher="read_file")
+    env = {"AGENT_LS_CONFIG_DIR": str(config_dir)}
+    async with sandboxed_editor(
+        workspace, script=read_app(), init_options={"hooks": hooks}, env=env
+    ) as ed:
+        result = await ed.ask("read app.py")
+        assert result["stopReason"] == "end_turn"
+    assert (workspace / "inside.txt").exists()
+    assert not outside.exists()

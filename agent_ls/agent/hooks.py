@@ -285,20 +285,58 @@ def _kill(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-async def run_hook(hook: HookCommand, payload: dict[str, Any], root: Path) -> HookOutcome:
-    """Run one hook to its end, its timeout or the run's cancellation (the group dies)."""
+@dataclass(frozen=True, slots=True)
+class HookSandbox:
+    """Where hooks run: bubblewrap's ``program`` over the workspace ``roots`` (as commands
+    do), or, with ``refused``, nowhere (the ``sandbox: "on"`` setting without a sandbox)."""
+
+    program: str | None
+    roots: tuple[Path, ...]
+    network: bool = False
+    refused: str | None = None
+
+
+async def run_hook(
+    hook: HookCommand, payload: dict[str, Any], root: Path, sandbox: HookSandbox | None = None
+) -> HookOutcome:
+    """Run one hook to its end, its timeout or the run's cancellation (the group dies);
+    inside the sandbox when one is given, as shell commands run."""
+    from agent_ls.safety.sandbox import prepare
+
     started = time.perf_counter()
     data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+    if sandbox is not None and sandbox.refused:
+        return HookOutcome(hook, None, error=f"not run: {sandbox.refused}")
+    argv, env = ["sh", "-c", hook.command], hook_environment(root)
+    confined = None
+    if sandbox is not None and sandbox.program:
+        confined = await asyncio.to_thread(
+            prepare, sandbox.program, list(sandbox.roots), network=sandbox.network, env=env
+        )
+        argv, env = confined.wrap(argv), confined.environment(env)
+    try:
+        return await _run_hook_process(hook, argv, env, root, data, started)
+    finally:
+        if confined is not None:
+            await asyncio.to_thread(confined.close)
+
+
+async def _run_hook_process(
+    hook: HookCommand,
+    argv: list[str],
+    env: dict[str, str],
+    root: Path,
+    data: bytes,
+    started: float,
+) -> HookOutcome:
     try:
         proc = await asyncio.create_subprocess_exec(
-            "sh",
-            "-c",
-            hook.command,
+            *argv,
             cwd=str(root),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-            env=hook_environment(root),
+            env=env,
             start_new_session=True,
         )
     except OSError as exc:
@@ -392,6 +430,7 @@ class HookRunner:
     session_id: str
     port: EditorPort
     transcript_path: str = ""
+    sandbox: HookSandbox | None = None  # hooks run sandboxed too, as shell commands do
 
     def wants(self, event: str, tool_name: str | None = None) -> bool:
         return any(h.event == event and h.matches(tool_name) for h in self.hooks)
@@ -412,7 +451,9 @@ class HookRunner:
         if tool_name is not None:
             payload["tool_name"] = tool_name
         payload.update(fields)
-        outcomes = await asyncio.gather(*(run_hook(h, payload, self.root) for h in chosen))
+        outcomes = await asyncio.gather(
+            *(run_hook(h, payload, self.root, self.sandbox) for h in chosen)
+        )
         for outcome in outcomes:
             if outcome.exit_code not in (0, 2):
                 why = outcome.error or f"exited with {outcome.exit_code}"

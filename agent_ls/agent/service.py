@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agent_ls.agent.hooks import HookConfig, HookRunner
+    from agent_ls.agent.hooks import HookConfig, HookRunner, HookSandbox
     from agent_ls.agent.loop import AgentLoop, RunResult
     from agent_ls.agent.session import Session
     from agent_ls.agent.subagents import SubagentCatalog
@@ -306,7 +306,28 @@ class AgentService:
         if not hooks:
             return None
         transcript = str(session.store.path(session.id)) if session.store is not None else ""
-        return HookRunner(hooks, workspace.root, session.id, port, transcript)
+        return HookRunner(
+            hooks,
+            workspace.root,
+            session.id,
+            port,
+            transcript,
+            await self.hook_sandbox(workspace),
+        )
+
+    async def hook_sandbox(self, workspace: Workspace) -> HookSandbox | None:
+        """Hooks run in the sandbox shell commands use (refused where ``sandbox: "on"`` has
+        none; unsandboxed where ``auto`` found none or the setting is ``off``)."""
+        from agent_ls.agent.hooks import HookSandbox
+        from agent_ls.safety.sandbox import sandbox_status
+
+        settings = self.settings
+        status = await sandbox_status(settings.sandbox, workspace.roots)
+        if status.active and status.program:
+            return HookSandbox(status.program, tuple(workspace.roots), settings.sandbox_network)
+        if status.mode == "on":
+            return HookSandbox(None, (), refused=f"no sandbox is available ({status.reason})")
+        return None
 
     def begin_run(
         self, session_id: str, body: Callable[[ActiveRun], Coroutine[Any, Any, RunResult]]
