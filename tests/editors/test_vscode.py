@@ -141,6 +141,10 @@ def test_vscode_ask_refactor_preview_apply_chat(tmp_path: Path) -> None:
         "workbench.secondarySideBar.defaultVisibility": "hidden",
         "agentLs.serverCommand": server_cmd(),
         "agentLs.model": model,
+        # one MCP server that cannot start: Agent: MCP Servers must show it failed, and why
+        "agentLs.serverSettings": {
+            "mcpServers": {"broken": {"command": str(tmp_path / "no-such-mcp-server")}}
+        },
     }
     (user_dir / "User" / "settings.json").write_text(json.dumps(settings, indent=1))
     cs = str(tools["code-server"])
@@ -231,6 +235,9 @@ def test_vscode_ask_refactor_preview_apply_chat(tmp_path: Path) -> None:
     # bwrap is installed where this tier runs: the status bar says commands are sandboxed
     assert "sandbox" in result["statusAfterMode"] and "no sandbox" not in result["statusAfterMode"]
     assert "Model script:" in result["usageToast"], result["usageToast"]
+    # Agent: MCP Servers lists the server as failed, with its error
+    assert "broken" in result["mcp"] and "failed" in result["mcp"], result["mcp"]
+    assert "no-such-mcp-server" in result["mcp"], result["mcp"]
     # the screenshots are kept as test artefacts; the docs keep a copy
     shot = ARTIFACTS / "vscode.png"
     assert shot.exists() and shot.stat().st_size > 10_000

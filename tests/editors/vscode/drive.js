@@ -109,6 +109,13 @@ async function palette(page, title) {
     await toast.waitFor();
     result.usageToast = await toast.innerText();
     mark('mode and usage');
+
+    // Agent: MCP Servers -> a quick pick with each server's state, and a failed one's error
+    await palette(page, 'Agent: MCP Servers');
+    await page.locator('.quick-input-list .monaco-list-row', { hasText: 'broken' }).first().waitFor();
+    result.mcp = await page.locator('.quick-input-list').first().innerText();
+    await page.keyboard.press('Escape');
+    mark('mcp servers');
     result.ok = true;
   } catch (e) {
     result.error = String(e && e.stack || e);
