@@ -386,3 +386,30 @@ def test_the_statusline_shows_the_sandbox(
     data = run_nvim(nvim, tmp_path, "sandbox_status.lua", {"turns": [{"text": "unused"}]})
     assert f" · {word}" in data["statusline"], data["statusline"]
     assert line in data["status"], data["status"]
+
+
+def test_a_sub_agents_calls_are_indented_under_its_task(nvim: str, tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "a.txt").write_text("hello\n", encoding="utf-8")
+    task = {"description": "look around", "prompt": "Read a.txt", "agent": "explore"}
+    with FakeAPI() as api:
+        api.enqueue(
+            Turn(tool_uses=[("task", task)]),  # the parent delegates
+            Turn(tool_uses=[("read_file", {"file_path": "a.txt"})]),  # the sub-agent reads
+            Turn(text="a.txt says hello"),  # and answers
+            Turn(text="The sub-agent found it."),  # the parent's answer
+        )
+        model_env = {
+            "AGENT_LS_MODEL": "anthropic:claude-test-1",
+            "ANTHROPIC_BASE_URL": api.url,
+            "ANTHROPIC_API_KEY": "test-key",
+        }
+        data = run_nvim(nvim, tmp_path, "nested_task.lua", None, model_env=model_env)
+    assert data["result"]["stopReason"] == "end_turn", data["_context"]
+    lines = data["chat"].splitlines()
+    task_line = next(i for i, line in enumerate(lines) if "look around" in line)
+    child = next(i for i, line in enumerate(lines) if "Read a.txt" in line)
+    assert child > task_line, data["chat"]
+    indent = len(lines[child]) - len(lines[child].lstrip())
+    assert indent >= len(lines[task_line]) - len(lines[task_line].lstrip()) + 4, data["chat"]
+    assert "The sub-agent found it." in data["chat"]
