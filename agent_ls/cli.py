@@ -85,6 +85,15 @@ def _acp(args: argparse.Namespace) -> int:
     return 0
 
 
+def _workspace(args: argparse.Namespace, command: str) -> Path | None:
+    """``--cwd`` resolved, or None after saying why it is not a folder (a usage error)."""
+    cwd = Path(args.cwd).expanduser().resolve()
+    if cwd.is_dir():
+        return cwd
+    print(f"agent-ls {command}: --cwd {args.cwd} is not a directory", file=sys.stderr)
+    return None
+
+
 def _policy(args: argparse.Namespace) -> str:
     if args.yes:
         return "yes"
@@ -111,9 +120,8 @@ def _run(args: argparse.Namespace) -> int:
     if not prompt:
         print("agent-ls run: give a prompt (or - to read it from stdin)", file=sys.stderr)
         return 2
-    cwd = Path(args.cwd).resolve()
-    if not cwd.is_dir():
-        print(f"agent-ls run: --cwd {args.cwd} is not a directory", file=sys.stderr)
+    cwd = _workspace(args, "run")
+    if cwd is None:
         return 2
     options = RunOptions(
         prompt=prompt,
@@ -168,9 +176,8 @@ def _demo(args: argparse.Namespace) -> int:
 def _mcp(args: argparse.Namespace) -> int:
     from agent_ls.client.headless import RunOptions, list_mcp_headless
 
-    cwd = Path(args.cwd).resolve()
-    if not cwd.is_dir():
-        print(f"agent-ls mcp: no such folder: {cwd}", file=sys.stderr)
+    cwd = _workspace(args, "mcp")
+    if cwd is None:
         return 2
     options = RunOptions(
         prompt="", cwd=cwd, policy=_policy(args), json_output=args.json  # type: ignore[arg-type]
@@ -202,9 +209,8 @@ def _check_command(args: argparse.Namespace) -> int:
     if not command.strip():
         print("agent-ls check-command: give a command to classify", file=sys.stderr)
         return 2
-    cwd = Path(args.cwd).expanduser()
-    if not cwd.is_dir():
-        print(f"agent-ls check-command: --cwd {args.cwd} is not a directory", file=sys.stderr)
+    cwd = _workspace(args, "check-command")
+    if cwd is None:
         return 2
     merged: dict[str, list[str]] = {"allow": [], "ask": [], "deny": []}
     for kind, rules in _rules_file(user_config_dir() / "settings.json").items():
@@ -212,7 +218,7 @@ def _check_command(args: argparse.Namespace) -> int:
     # A repository cannot allow its own commands: the project's deny and ask rules only.
     for kind, rules in _rules_file(cwd / ".agent-ls" / "settings.json").items():
         merged[kind] += rules if kind != "allow" else []
-    print(json.dumps(check_command(command, cwd.resolve(), PermissionRules(**merged))))
+    print(json.dumps(check_command(command, cwd, PermissionRules(**merged))))
     return 0
 
 
@@ -235,9 +241,8 @@ def _sessions(args: argparse.Namespace) -> int:
 def _remember(args: argparse.Namespace) -> int:
     from agent_ls.agent.memory import remember
 
-    cwd = Path(args.cwd).resolve()
-    if not cwd.is_dir():
-        print(f"agent-ls remember: --cwd {args.cwd} is not a directory", file=sys.stderr)
+    cwd = _workspace(args, "remember")
+    if cwd is None:
         return 2
     try:
         path, line = remember(cwd, " ".join(args.text))
@@ -252,9 +257,8 @@ def _undo(args: argparse.Namespace) -> int:
     from agent_ls.agent.store import SessionStore
     from agent_ls.client.headless import RunOptions, run_headless
 
-    cwd = Path(args.cwd).resolve()
-    if not cwd.is_dir():
-        print(f"agent-ls undo: --cwd {args.cwd} is not a directory", file=sys.stderr)
+    cwd = _workspace(args, "undo")
+    if cwd is None:
         return 2
     store = SessionStore.default()
     session_id = args.session
