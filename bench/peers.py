@@ -1,0 +1,337 @@
+"""agent-ls beside its rivals on one machine, interleaved round by round (issue 19).
+
+``python bench/peers.py [--rounds 7] [--peers DIR]`` (set up the peers once with
+``bash bench/peers-setup.sh``; not part of CI: it downloads Claude Code and Copilot's language
+server from npm).
+
+Headless task, same fake Anthropic API (``bench/peerfake.py``, its own process) and the same
+three scripted turns (read ``calc.py``, fix it, answer) for both sides:
+
+- ``agent-ls run --yes --json -q PROMPT`` with ``anthropic:claude-sonnet-4-5``;
+- ``claude -p PROMPT --permission-mode acceptEdits --allowedTools Read,Edit --output-format json``
+  (a fresh ``HOME`` each round, non-essential traffic off).
+
+Per round and side: spawn → the first agent-loop request at the fake API ("first request"),
+spawn → process gone ("whole task"), the last byte on stdout → gone ("exit"), and the bytes
+of the agent-loop requests. The edit must have landed or the round fails.
+
+Language servers (raw JSON-RPC client, ``bench/client.py``): spawn → ``initialize`` response
+("cold start"), RSS of the process tree after it, a request sent right after ``initialized``
+→ its answer ("first command": ``agent.status`` for agent-ls, Copilot's ``checkStatus``), and
+``exit`` → gone, for ``agent-ls serve`` and ``copilot-language-server --stdio``.
+
+Cells are median (min–max) over the rounds; ratios are agent-ls / peer per round, then the
+median. Lower is better everywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.client import LspClient
+from bench.peerfake import FILE, NEW, OLD
+from bench.stats import now, rotated
+
+REPO = Path(__file__).resolve().parents[1]
+PY = sys.executable
+PROMPT = "add() in calc.py subtracts. Fix it."
+DEFAULT_PEERS = Path.home() / ".cache" / "agent-ls-bench" / "peers"
+SCRUB = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_TOKEN", "AGENT_LS_MODEL")
+
+
+class Fake:
+    """``bench.peerfake`` in its own process; collects its per-request lines."""
+
+    def __init__(self) -> None:
+        self.lines: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self.proc = subprocess.Popen(
+            [PY, "-m", "bench.peerfake"],
+            cwd=REPO,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        self.url = self.proc.stdout.readline().strip()
+        threading.Thread(target=self._collect, daemon=True).start()
+
+    def _collect(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with self._lock:
+                self.lines.append(json.loads(line))
+
+    def since(self, t0: float) -> list[dict[str, Any]]:
+        with self._lock:
+            return [x for x in self.lines if x["t"] >= t0]
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=10)
+
+
+def _base_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in SCRUB}
+
+
+def _workspace(work: Path, name: str) -> Path:
+    root = work / name
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    (root / FILE).write_text(f"def add(a, b):\n    {OLD}\n", encoding="utf-8")
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    return root
+
+
+def _headless(argv: list[str], root: Path, env: dict[str, str], fake: Fake) -> dict[str, float]:
+    t0 = now()
+    proc = subprocess.Popen(
+        argv, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    err: list[bytes] = []
+    reader = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    last = t0
+    out = b""
+    while chunk := proc.stdout.read1(65536):
+        out += chunk
+        last = now()
+    proc.wait(timeout=120)
+    gone = now()
+    reader.join(timeout=5)
+    text = (root / FILE).read_text(encoding="utf-8")
+    if proc.returncode != 0 or NEW not in text:
+        raise RuntimeError(
+            f"{argv[0]} failed (exit {proc.returncode}); stderr: {b''.join(err)[-800:]!r}"
+        )
+    main = [x for x in fake.since(t0) if x["main"]]
+    if len(main) < 3:
+        raise RuntimeError(f"{argv[0]}: {len(main)} agent-loop requests, expected 3")
+    return {
+        "first request": (main[0]["t"] - t0) * 1000,
+        "whole task": (gone - t0) * 1000,
+        "exit": (gone - last) * 1000,
+        "request KB": sum(x["bytes"] for x in main) / 1024,
+    }
+
+
+def agent_ls_run(work: Path, fake: Fake) -> dict[str, float]:
+    root = _workspace(work, "ws-agent-ls")
+    env = _base_env()
+    env.update(
+        AGENT_LS_DATA_DIR=str(work / "agent-ls-data"),
+        AGENT_LS_MODEL="anthropic:claude-sonnet-4-5",
+        ANTHROPIC_API_KEY="bench",
+        ANTHROPIC_BASE_URL=fake.url,
+    )
+    argv = [PY, "-m", "agent_ls", "run", "--yes", "--json", "-q", PROMPT]
+    return _headless(argv, root, env, fake)
+
+
+def claude_run(work: Path, fake: Fake, peers: Path) -> dict[str, float]:
+    root = _workspace(work, "ws-claude")
+    home = work / "claude-home"
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir()
+    env = _base_env()
+    env.update(
+        HOME=str(home),
+        ANTHROPIC_API_KEY="bench",
+        ANTHROPIC_BASE_URL=fake.url,
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+        DISABLE_AUTOUPDATER="1",
+    )
+    argv = [
+        str(peers / "node_modules" / ".bin" / "claude"),
+        "-p",
+        PROMPT,
+        "--permission-mode",
+        "acceptEdits",
+        "--allowedTools",
+        "Read,Edit",
+        "--output-format",
+        "json",
+    ]
+    return _headless(argv, root, env, fake)
+
+
+def _tree_rss_mb(pid: int) -> float:
+    """RSS of ``pid`` and its descendants, in MiB (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        todo.extend(children.get(p, []))
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total / 1024
+
+
+def language_server(argv: list[str], root: Path, env: dict[str, str], probe: Any) -> dict[str, float]:
+    client = LspClient(argv, cwd=root, env=env)
+    try:
+        t0 = client.spawned_at
+        rid = client.request(
+            "initialize",
+            {
+                "processId": os.getpid(),
+                "rootUri": root.as_uri(),
+                "workspaceFolders": [{"uri": root.as_uri(), "name": root.name}],
+                "capabilities": {"window": {"workDoneProgress": True}},
+                "clientInfo": {"name": "bench-peers", "version": "1"},
+                "initializationOptions": {
+                    "editorInfo": {"name": "bench", "version": "1"},
+                    "editorPluginInfo": {"name": "bench", "version": "1"},
+                },
+            },
+        )
+        stamp, _ = client.response(rid)
+        cold = (stamp - t0) * 1000
+        rss = _tree_rss_mb(client.proc.pid)
+        client.notify("initialized", {})
+        rtt, _ = client.call(*probe)
+        first = rtt * 1000
+        time.sleep(2.0)  # let background start-up work finish: exit is measured when idle
+        client.call("shutdown", None)
+        sent = now()
+        client.notify("exit", None)
+        client.closed = True
+        client.proc.wait(timeout=10)
+        gone = (now() - sent) * 1000
+        return {"cold start": cold, "RSS MiB": rss, "first command": first, "exit": gone}
+    finally:
+        client.close()
+
+
+def agent_ls_serve(work: Path) -> dict[str, float]:
+    root = _workspace(work, "ws-serve")
+    env = _base_env()
+    env.update(
+        AGENT_LS_DATA_DIR=str(work / "agent-ls-data"),
+        AGENT_LS_MODEL="anthropic:claude-sonnet-4-5",
+        ANTHROPIC_API_KEY="bench",
+        ANTHROPIC_BASE_URL="http://127.0.0.1:9",
+    )
+    probe = ("workspace/executeCommand", {"command": "agent.status", "arguments": [{}]})
+    return language_server([PY, "-m", "agent_ls", "serve"], root, env, probe)
+
+
+def copilot_serve(work: Path, peers: Path) -> dict[str, float]:
+    root = _workspace(work, "ws-copilot")
+    home = work / "copilot-home"
+    home.mkdir(exist_ok=True)
+    env = _base_env()
+    env["HOME"] = str(home)
+    server = peers / "node_modules" / "@github" / "copilot-language-server" / "dist"
+    argv = ["node", str(server / "language-server.js"), "--stdio"]
+    return language_server(argv, root, env, ("checkStatus", {}))
+
+
+def _cell(xs: list[float]) -> str:
+    if not xs:
+        return "-"
+    return f"{statistics.median(xs):.0f} ({min(xs):.0f}–{max(xs):.0f})"
+
+
+def _ratio(a: list[float], b: list[float]) -> str:
+    pairs = [x / y for x, y in zip(a, b, strict=False) if y]
+    return f"{statistics.median(pairs):.2f}×" if pairs else "-"
+
+
+def report(title: str, names: tuple[str, str], runs: dict[str, list[dict[str, float]]]) -> str:
+    ours, theirs = names
+    metrics = list(runs[ours][0]) if runs[ours] else []
+    rows = [f"### {title}", "", f"| metric | {ours} | {theirs} | ratio |", "|---|---|---|---|"]
+    for m in metrics:
+        a = [r[m] for r in runs[ours]]
+        b = [r[m] for r in runs[theirs]]
+        rows.append(f"| {m} | {_cell(a)} | {_cell(b)} | {_ratio(a, b)} |")
+    return "\n".join(rows) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python bench/peers.py", description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--peers", type=Path, default=DEFAULT_PEERS)
+    parser.add_argument("--only", choices=("run", "serve"), default=None)
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "peers.json")
+    args = parser.parse_args(argv)
+    claude = args.peers / "node_modules" / ".bin" / "claude"
+    if not claude.exists():
+        print(f"no Claude Code in {args.peers}: run `bash bench/peers-setup.sh` first", file=sys.stderr)
+        return 2
+    work = Path(tempfile.mkdtemp(prefix="agent-ls-peers-"))
+    fake = Fake()
+    headless: dict[str, list[dict[str, float]]] = {"agent-ls run": [], "claude -p": []}
+    servers: dict[str, list[dict[str, float]]] = {"agent-ls serve": [], "copilot LS": []}
+    try:
+        # One discarded warm-up of each (disk caches, Claude Code's first-run files).
+        if args.only in (None, "run"):
+            agent_ls_run(work, fake)
+            claude_run(work, fake, args.peers)
+        if args.only in (None, "serve"):
+            agent_ls_serve(work)
+            copilot_serve(work, args.peers)
+        for r in range(args.rounds):
+            sides: list[tuple[str, Any]] = []
+            if args.only in (None, "run"):
+                sides += [
+                    ("agent-ls run", lambda: agent_ls_run(work, fake)),
+                    ("claude -p", lambda: claude_run(work, fake, args.peers)),
+                ]
+            if args.only in (None, "serve"):
+                sides += [
+                    ("agent-ls serve", lambda: agent_ls_serve(work)),
+                    ("copilot LS", lambda: copilot_serve(work, args.peers)),
+                ]
+            for name, run in rotated(sides, r):
+                result = run()
+                (headless if name in headless else servers)[name].append(result)
+                print(f"round {r + 1} {name}: " + ", ".join(f"{k} {v:.0f}" for k, v in result.items()),
+                      file=sys.stderr)
+    finally:
+        fake.close()
+        shutil.rmtree(work, ignore_errors=True)
+    load = os.getloadavg()
+    print(f"## Peers: {args.rounds} interleaved rounds, load average {load[0]:.2f} {load[1]:.2f}\n")
+    if headless["agent-ls run"]:
+        print(report("Headless task (3 turns), ms", ("agent-ls run", "claude -p"), headless))
+    if servers["agent-ls serve"]:
+        print(report("Language server, ms", ("agent-ls serve", "copilot LS"), servers))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"headless": headless, "servers": servers, "load": load}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
