@@ -28,6 +28,15 @@ def _serve(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("pygls").setLevel(max(logging.WARNING, logging.root.level))
+    from agent_ls.safety.sandbox import probe_in_background
+
+    # While pygls loads: the workspace is not known yet, but the bwrap found on PATH is almost
+    # always the one it will use (one inside the workspace is skipped, and probed later).
+    probe_in_background()
+    if args.preload:  # the client asks at once: load the SDK while pygls loads
+        from agent_ls.agent.warmup import preload_in_background
+
+        preload_in_background()
     from agent_ls.lsp.server import server
 
     if args.tcp:
@@ -112,8 +121,6 @@ def _run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 1
-    from agent_ls.client.headless import RunOptions, run_headless
-
     prompt = " ".join(args.prompt).strip()
     if prompt == "-" or (not prompt and not sys.stdin.isatty()):
         prompt = sys.stdin.read().strip()
@@ -123,6 +130,12 @@ def _run(args: argparse.Namespace) -> int:
     cwd = _workspace(args, "run")
     if cwd is None:
         return 2
+    from agent_ls.client.spawn import spawn_server
+
+    # The server starts (and loads the model SDK) while this process imports the client.
+    server = spawn_server(cwd, args.model, preload=True)
+    from agent_ls.client.headless import RunOptions, run_headless
+
     options = RunOptions(
         prompt=prompt,
         cwd=cwd,
@@ -135,7 +148,7 @@ def _run(args: argparse.Namespace) -> int:
         quiet=args.quiet,
         checker=args.checker,
     )
-    return run_headless(options)
+    return run_headless(options, server)
 
 
 DEMO_PROMPT = "The average() helper in stats.py crashes on an empty list. Fix it and run the tests."
@@ -313,6 +326,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("AGENT_LS_LOG_LEVEL", "warning"),
         help="debug, info, warning, error (env AGENT_LS_LOG_LEVEL)",
     )
+    # Used by `agent-ls run`, whose first request comes at once; an editor's server loads
+    # the SDK after `initialized`, so that `initialize` is answered first.
+    serve.add_argument("--preload", action="store_true", help=argparse.SUPPRESS)
     serve.set_defaults(func=_serve)
 
     acp = sub.add_parser("acp", help="speak the Agent Client Protocol on stdio (Zed, JetBrains...)")

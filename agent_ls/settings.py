@@ -12,9 +12,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agent_ls import DEFAULT_MODEL
+
 Mode = Literal["default", "acceptEdits", "plan", "bypassPermissions"]
 MODES: tuple[Mode, ...] = ("default", "acceptEdits", "plan", "bypassPermissions")
-DEFAULT_MODEL = "anthropic:claude-sonnet-4-5"
 
 
 def data_dir() -> Path:

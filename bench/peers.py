@@ -101,9 +101,7 @@ def _workspace(work: Path, name: str) -> Path:
 
 def _headless(argv: list[str], root: Path, env: dict[str, str], fake: Fake) -> dict[str, float]:
     t0 = now()
-    proc = subprocess.Popen(
-        argv, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
+    proc = subprocess.Popen(argv, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None and proc.stderr is not None
     err: list[bytes] = []
     reader = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)  # type: ignore[union-attr]
@@ -132,9 +130,11 @@ def _headless(argv: list[str], root: Path, env: dict[str, str], fake: Fake) -> d
     }
 
 
-def agent_ls_run(work: Path, fake: Fake) -> dict[str, float]:
+def agent_ls_run(work: Path, fake: Fake, checkout: Path | None = None) -> dict[str, float]:
     root = _workspace(work, "ws-agent-ls")
     env = _base_env()
+    if checkout is not None:  # another checkout of agent-ls, in this Python
+        env["PYTHONPATH"] = str(checkout)
     env.update(
         AGENT_LS_DATA_DIR=str(work / "agent-ls-data"),
         AGENT_LS_MODEL="anthropic:claude-sonnet-4-5",
@@ -197,7 +197,9 @@ def _tree_rss_mb(pid: int) -> float:
     return total / 1024
 
 
-def language_server(argv: list[str], root: Path, env: dict[str, str], probe: Any) -> dict[str, float]:
+def language_server(
+    argv: list[str], root: Path, env: dict[str, str], probe: Any
+) -> dict[str, float]:
     client = LspClient(argv, cwd=root, env=env)
     try:
         t0 = client.spawned_at
@@ -280,19 +282,29 @@ def report(title: str, names: tuple[str, str], runs: dict[str, list[dict[str, fl
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python bench/peers.py", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python bench/peers.py", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--peers", type=Path, default=DEFAULT_PEERS)
     parser.add_argument("--only", choices=("run", "serve"), default=None)
+    parser.add_argument(
+        "--compare", type=Path, metavar="DIR", help="also run `agent-ls run` from this checkout"
+    )
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "peers.json")
     args = parser.parse_args(argv)
     claude = args.peers / "node_modules" / ".bin" / "claude"
     if not claude.exists():
-        print(f"no Claude Code in {args.peers}: run `bash bench/peers-setup.sh` first", file=sys.stderr)
+        print(
+            f"no Claude Code in {args.peers}: run `bash bench/peers-setup.sh` first",
+            file=sys.stderr,
+        )
         return 2
     work = Path(tempfile.mkdtemp(prefix="agent-ls-peers-"))
     fake = Fake()
     headless: dict[str, list[dict[str, float]]] = {"agent-ls run": [], "claude -p": []}
+    if args.compare:
+        headless["agent-ls (compare)"] = []
     servers: dict[str, list[dict[str, float]]] = {"agent-ls serve": [], "copilot LS": []}
     try:
         # One discarded warm-up of each (disk caches, Claude Code's first-run files).
@@ -309,6 +321,10 @@ def main(argv: list[str] | None = None) -> int:
                     ("agent-ls run", lambda: agent_ls_run(work, fake)),
                     ("claude -p", lambda: claude_run(work, fake, args.peers)),
                 ]
+                if args.compare:
+                    sides.append(
+                        ("agent-ls (compare)", lambda: agent_ls_run(work, fake, args.compare))
+                    )
             if args.only in (None, "serve"):
                 sides += [
                     ("agent-ls serve", lambda: agent_ls_serve(work)),
@@ -317,8 +333,11 @@ def main(argv: list[str] | None = None) -> int:
             for name, run in rotated(sides, r):
                 result = run()
                 (headless if name in headless else servers)[name].append(result)
-                print(f"round {r + 1} {name}: " + ", ".join(f"{k} {v:.0f}" for k, v in result.items()),
-                      file=sys.stderr)
+                print(
+                    f"round {r + 1} {name}: "
+                    + ", ".join(f"{k} {v:.0f}" for k, v in result.items()),
+                    file=sys.stderr,
+                )
     finally:
         fake.close()
         shutil.rmtree(work, ignore_errors=True)
@@ -326,10 +345,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"## Peers: {args.rounds} interleaved rounds, load average {load[0]:.2f} {load[1]:.2f}\n")
     if headless["agent-ls run"]:
         print(report("Headless task (3 turns), ms", ("agent-ls run", "claude -p"), headless))
+        if args.compare:
+            title = f"Headless task, this checkout vs {args.compare}, ms"
+            print(report(title, ("agent-ls run", "agent-ls (compare)"), headless))
     if servers["agent-ls serve"]:
         print(report("Language server, ms", ("agent-ls serve", "copilot LS"), servers))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"headless": headless, "servers": servers, "load": load}, indent=1))
+    args.out.write_text(
+        json.dumps({"headless": headless, "servers": servers, "load": load}, indent=1)
+    )
     return 0
 
 

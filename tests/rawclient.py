@@ -13,9 +13,11 @@ from typing import Any
 
 
 class RawClient:
-    def __init__(self, cwd: Path, env: dict[str, str] | None = None):
+    def __init__(
+        self, cwd: Path, env: dict[str, str] | None = None, args: tuple[str, ...] = ()
+    ):
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "agent_ls", "serve"],
+            [sys.executable, "-m", "agent_ls", "serve", *args],
             cwd=cwd,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

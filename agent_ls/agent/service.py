@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
@@ -189,10 +188,13 @@ class AgentService:
         Everything slow (pydantic models, tool schemas, the SDK and its client) happens in a
         worker thread, so requests stay responsive while the front door warms up.
         """
+        from agent_ls.agent.warmup import import_core, responsive_while
+
         try:
-            await asyncio.to_thread(_import_core)
-            self._tools = await asyncio.to_thread(_build_tools)
-            await self.model().warm()
+            with responsive_while():
+                await asyncio.to_thread(import_core)
+                self._tools = await asyncio.to_thread(_build_tools)
+                await self.model().warm()
         except Exception as exc:  # the first ask reports it properly
             log.info("warm-up failed: %s", exc)
 
@@ -382,11 +384,6 @@ class AgentService:
 
     def running(self) -> list[str]:
         return [sid for sid, run in self.runs.items() if not run.task.done()]
-
-
-def _import_core() -> None:
-    for name in ("agent_ls.settings", "agent_ls.agent.loop"):
-        importlib.import_module(name)
 
 
 def _build_tools() -> ToolRegistry:

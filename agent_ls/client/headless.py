@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import signal
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,12 +21,14 @@ from typing import Any, Literal
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcMethodNotFound
+from pygls.io_ import run_async
 from pygls.lsp.client import LanguageClient
 from rich.text import Text
 
 from agent_ls import __version__
 from agent_ls.client.apply import apply_to_disk
 from agent_ls.client.render import Renderer
+from agent_ls.client.spawn import AdoptedProcess, spawn_server
 from agent_ls.edits import PositionEncoding
 from agent_ls.lsp.jsonrpc import path_to_uri, plain_json, uri_to_path
 
@@ -74,11 +77,37 @@ class RunOptions:
     undo: bool = False  # agent.undo on session_id instead of an ask
 
 
+class _Client(LanguageClient):
+    async def adopt(self, popen: subprocess.Popen[bytes]) -> None:
+        """Speak to a server already spawned (as :meth:`start_io` does for one it spawns)."""
+        server = await AdoptedProcess(popen).connect()
+        assert server.stdin is not None and server.stdout is not None
+        self.protocol.set_writer(server.stdin)
+        connection = asyncio.create_task(
+            run_async(
+                stop_event=self._stop_event,
+                reader=server.stdout,
+                protocol=self.protocol,
+                logger=logging.getLogger("pygls.client"),
+                error_handler=self.report_server_error,
+            )
+        )
+        self._server = server  # type: ignore[assignment]
+        notify_exit = asyncio.create_task(self._server_exit())
+        self._async_tasks.extend([connection, notify_exit])
+
+
 class Headless:
-    def __init__(self, options: RunOptions, renderer: Renderer):
+    def __init__(
+        self,
+        options: RunOptions,
+        renderer: Renderer,
+        server: subprocess.Popen[bytes] | None = None,
+    ):
         self.options = options
         self.renderer = renderer
-        self.client = LanguageClient("agent-ls-run", __version__)
+        self.client = _Client("agent-ls-run", __version__)
+        self._spawned = server
         self._stderr_lines: list[str] = []
         self._cancelling = False
         self._register()
@@ -225,20 +254,8 @@ class Headless:
     async def _start(self) -> asyncio.Future[None] | None:
         """Spawn the server, initialize it; returns the stderr drain task."""
         opts = self.options
-        env = dict(os.environ)
-        if opts.model:
-            env["AGENT_LS_MODEL"] = opts.model
-        # Its own session: a Ctrl-C in the terminal reaches this client only, which cancels
-        # the run through the protocol and then shuts the server down in order.
-        await self.client.start_io(
-            sys.executable,
-            "-m",
-            "agent_ls",
-            "serve",
-            cwd=str(opts.cwd),
-            env=env,
-            start_new_session=True,
-        )
+        popen, self._spawned = self._spawned, None
+        await self.client.adopt(popen or spawn_server(opts.cwd, opts.model, preload=False))
         server_proc = self.client._server
         drain: asyncio.Future[None] | None = None
         if server_proc is not None and server_proc.stderr is not None:
@@ -427,12 +444,13 @@ def _prompt(text: str) -> str:
         return ""
 
 
-def run_headless(options: RunOptions) -> int:
+def run_headless(options: RunOptions, server: subprocess.Popen[bytes] | None = None) -> int:
+    """Run ``options`` on ``server`` (spawned by :func:`spawn_server`, or now)."""
     # pygls logs every error answer it sends (with a traceback); in a terminal, what matters
     # is already rendered, so the library stays quiet.
     logging.getLogger("pygls").setLevel(logging.CRITICAL)
     renderer = Renderer(quiet=options.quiet, root=options.cwd, json_output=options.json_output)
-    return asyncio.run(Headless(options, renderer).run())
+    return asyncio.run(Headless(options, renderer, server).run())
 
 
 def list_mcp_headless(options: RunOptions) -> int:

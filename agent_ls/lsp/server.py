@@ -235,7 +235,10 @@ class AgentServer(LanguageServer):
             raise JsonRpcInvalidParams(str(exc)) from None
 
     async def warm(self) -> None:
-        await asyncio.to_thread(importlib.import_module, "agent_ls.lsp.protocol")
+        from agent_ls.agent.warmup import responsive_while
+
+        with responsive_while():
+            await asyncio.to_thread(importlib.import_module, "agent_ls.lsp.protocol")
         await self.service.warm()
 
 
@@ -516,7 +519,7 @@ async def _sandbox_status(ls: AgentServer) -> dict[str, object]:
 
 
 def _raw_model_and_mode(options: Any) -> tuple[str, str]:
-    from agent_ls.settings import DEFAULT_MODEL
+    from agent_ls import DEFAULT_MODEL
 
     raw = options if isinstance(options, dict) else {}
     model = raw.get("model") if isinstance(raw.get("model"), str) else None

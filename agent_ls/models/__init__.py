@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from agent_ls import DEFAULT_MODEL
 from agent_ls.ports.model import Model, ModelError
-from agent_ls.settings import DEFAULT_MODEL
 
 __all__ = ["DEFAULT_MODEL", "Model", "ModelError", "load_model"]
 

@@ -10,6 +10,7 @@ takes over a second to import and the language server must start fast.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -60,7 +61,7 @@ class AnthropicModel(SdkModel["anthropic.AsyncAnthropic"]):
             raise ModelError("ANTHROPIC_API_KEY is not set", retryable=False)
         return key or None
 
-    def _prepare_sdk(self) -> None:
+    def prepare_sdk(self) -> None:
         _prewarm_sdk()
 
     def _make_client(self) -> anthropic.AsyncAnthropic:
@@ -314,8 +315,9 @@ _WARM_STREAM = "".join(
 ).encode()
 
 
+@functools.cache
 def _prewarm_sdk() -> None:
-    """Import the SDK and run one canned stream through it, in memory (no network).
+    """Import the SDK and run one canned stream through it, in memory (no network); once.
 
     The SDK builds pydantic models for streamed events lazily; doing it here, in the warm-up
     thread, saves 40-150 ms of event-loop time on the first real request.

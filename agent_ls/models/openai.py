@@ -69,7 +69,7 @@ class OpenAIModel(SdkModel["openai.AsyncOpenAI"]):
             key = PLACEHOLDER_KEY
         return key, base_url
 
-    def _prepare_sdk(self) -> None:
+    def prepare_sdk(self) -> None:
         importlib.import_module("openai")
 
     def _make_client(self) -> openai.AsyncOpenAI:

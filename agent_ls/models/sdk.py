@@ -57,13 +57,15 @@ class SdkModel(ABC, Generic[ClientT]):
         """Import and warm the SDK, then build the client if it is configured."""
         if self._client is not None:
             return
-        await asyncio.to_thread(self._prepare_sdk)
+        await asyncio.to_thread(self.prepare_sdk)
         with contextlib.suppress(ModelError):  # stream() reports it, where the loop shows it
             await asyncio.to_thread(self._make_client)
 
     @abstractmethod
-    def _prepare_sdk(self) -> None:
-        """Import the SDK (and do any one-off work that would otherwise hit the first call)."""
+    def prepare_sdk(self) -> None:
+        """Import the SDK (and do any one-off work that would otherwise hit the first call).
+
+        Blocking and thread-safe: it runs in a worker thread, at most once per process."""
 
     @abstractmethod
     def _make_client(self) -> ClientT:

@@ -149,6 +149,20 @@ def resolve_status(mode: str, roots: Sequence[Path]) -> SandboxStatus:
     return SandboxStatus(checked, True, BACKEND, program=program)
 
 
+def probe_in_background(roots: Sequence[Path] = ()) -> threading.Thread:
+    """Start probing the ``bwrap`` on PATH now, in a daemon thread, so that the first
+    ``agent.status`` (which reports the sandbox) does not wait for a subprocess."""
+
+    def work() -> None:
+        program = find_bwrap(roots)
+        if program is not None:
+            probe(program)
+
+    thread = threading.Thread(target=work, name="agent-ls-sandbox-probe", daemon=True)
+    thread.start()
+    return thread
+
+
 async def sandbox_status(mode: str, roots: Sequence[Path]) -> SandboxStatus:
     """:func:`resolve_status` with the one-time probe in a worker thread, off the event loop."""
     if mode != "off":

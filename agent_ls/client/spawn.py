@@ -1,0 +1,85 @@
+"""Starting the server for a headless command before the client loads its own libraries.
+
+``agent-ls run`` spends about as long importing pygls, lsprotocol and rich as the server
+spends importing pygls; spawned first, the server starts on the other core while the client
+imports, and (``serve --preload``) loads the model SDK at once instead of after
+``initialized``. Standard library only: this module runs before anything heavy is loaded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def server_argv(*, preload: bool) -> list[str]:
+    argv = [sys.executable, "-m", "agent_ls", "serve"]
+    return [*argv, "--preload"] if preload else argv
+
+
+def spawn_server(cwd: Path, model: str | None, *, preload: bool = True) -> subprocess.Popen[bytes]:
+    """The server process, on pipes, in its own session (a Ctrl-C in the terminal reaches
+    the client only, which cancels the run through the protocol and then shuts it down)."""
+    env = dict(os.environ)
+    if model:
+        env["AGENT_LS_MODEL"] = model
+    return subprocess.Popen(
+        server_argv(preload=preload),
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        bufsize=0,
+        start_new_session=True,
+    )
+
+
+class AdoptedProcess:
+    """A running :class:`subprocess.Popen` seen as an ``asyncio.subprocess.Process``: the
+    attributes and methods the language client uses (``stdin``, ``stdout``, ``stderr``,
+    ``pid``, ``returncode``, ``wait``, ``kill``)."""
+
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        self._popen = popen
+        self.pid = popen.pid
+        self.stdin: asyncio.StreamWriter | None = None
+        self.stdout: asyncio.StreamReader | None = None
+        self.stderr: asyncio.StreamReader | None = None
+        self._exited: asyncio.Future[int] | None = None
+
+    async def connect(self) -> AdoptedProcess:
+        """Attach the pipes to the running event loop."""
+        loop = asyncio.get_running_loop()
+        popen = self._popen
+        assert popen.stdin is not None and popen.stdout is not None and popen.stderr is not None
+        self.stdout = await _reader(loop, popen.stdout)
+        self.stderr = await _reader(loop, popen.stderr)
+        transport, protocol = await loop.connect_write_pipe(
+            lambda: asyncio.streams.FlowControlMixin(loop), popen.stdin
+        )
+        self.stdin = asyncio.StreamWriter(transport, protocol, None, loop)
+        self._exited = asyncio.ensure_future(asyncio.to_thread(popen.wait))
+        return self
+
+    @property
+    def returncode(self) -> int | None:
+        return self._popen.poll()
+
+    async def wait(self) -> int:
+        if self._exited is None:
+            return await asyncio.to_thread(self._popen.wait)
+        return await asyncio.shield(self._exited)
+
+    def kill(self) -> None:
+        if self._popen.poll() is None:
+            self._popen.kill()
+
+
+async def _reader(loop: asyncio.AbstractEventLoop, pipe: object) -> asyncio.StreamReader:
+    reader = asyncio.StreamReader(limit=2**16, loop=loop)  # as asyncio's subprocesses
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop), pipe)
+    return reader
