@@ -19,6 +19,9 @@ from agent_ls import __version__
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from agent_ls.agent.warmup import pause_gc
+
+    pause_gc()  # until the warm-up has loaded the SDK (AgentService.warm)
     handler: logging.Handler = (
         logging.FileHandler(args.log_file) if args.log_file else logging.StreamHandler(sys.stderr)
     )
@@ -130,11 +133,17 @@ def _run(args: argparse.Namespace) -> int:
     cwd = _workspace(args, "run")
     if cwd is None:
         return 2
+    import gc
+
     from agent_ls.client.spawn import spawn_server
 
     # The server starts (and loads the model SDK) while this process imports the client.
     server = spawn_server(cwd, args.model, preload=True)
+    gc.disable()  # for the imports only (see agent.warmup.pause_gc)
     from agent_ls.client.headless import RunOptions, run_headless
+
+    gc.freeze()
+    gc.enable()
 
     options = RunOptions(
         prompt=prompt,

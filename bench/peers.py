@@ -12,8 +12,10 @@ three scripted turns (read ``calc.py``, fix it, answer) for both sides:
   (a fresh ``HOME`` each round, non-essential traffic off).
 
 Per round and side: spawn → the first agent-loop request at the fake API ("first request"),
-spawn → process gone ("whole task"), the last byte on stdout → gone ("exit"), and the bytes
-of the agent-loop requests. The edit must have landed or the round fails.
+spawn → process gone ("whole task"), the last byte on stdout → gone ("exit"), the bytes
+of the agent-loop requests and the CPU time of all the side's processes ("CPU ms", user +
+system, which a loaded machine changes far less than the wall-clock rows). The edit must
+have landed or the round fails.
 
 Language servers (raw JSON-RPC client, ``bench/client.py``): spawn → ``initialize`` response
 ("cold start"), RSS of the process tree after it, a request sent right after ``initialized``
@@ -29,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -99,7 +102,13 @@ def _workspace(work: Path, name: str) -> Path:
     return root
 
 
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _headless(argv: list[str], root: Path, env: dict[str, str], fake: Fake) -> dict[str, float]:
+    cpu0 = _children_cpu()
     t0 = now()
     proc = subprocess.Popen(argv, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None and proc.stderr is not None
@@ -127,6 +136,8 @@ def _headless(argv: list[str], root: Path, env: dict[str, str], fake: Fake) -> d
         "whole task": (gone - t0) * 1000,
         "exit": (gone - last) * 1000,
         "request KB": sum(x["bytes"] for x in main) / 1024,
+        # Every process of the side, reaped (the server by the client): robust to load.
+        "CPU ms": (_children_cpu() - cpu0) * 1000,
     }
 
 

@@ -66,3 +66,27 @@ def test_serve_preload_with_a_bad_model_still_answers(workspace: Path, tmp_path:
         assert "provider:model" in json.dumps(ask)
     finally:
         server.close()
+
+
+def test_the_warm_up_turns_garbage_collection_back_on_with_the_imports_frozen(
+    tmp_path: Path,
+) -> None:
+    # `serve` pauses the collector for its start-up imports; if the warm-up did not resume
+    # it, a long session would never collect its cycles.
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"turns": [{"text": "hi"}]}))
+    seen = _fresh(
+        "import asyncio, gc, json\n"
+        "from agent_ls.agent.service import AgentService\n"
+        "from agent_ls.agent.warmup import pause_gc\n"
+        "from agent_ls.settings import Settings\n"
+        "pause_gc()\n"
+        "paused = not gc.isenabled()\n"
+        f"service = AgentService(lambda: Settings(model='script:{script}'))\n"
+        "asyncio.run(service.warm())\n"
+        "print(json.dumps({'paused': paused, 'enabled': gc.isenabled(),\n"
+        "                  'frozen': gc.get_freeze_count()}))"
+    )
+    assert seen["paused"] is True
+    assert seen["enabled"] is True
+    assert int(str(seen["frozen"])) > 10_000

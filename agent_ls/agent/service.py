@@ -188,7 +188,7 @@ class AgentService:
         Everything slow (pydantic models, tool schemas, the SDK and its client) happens in a
         worker thread, so requests stay responsive while the front door warms up.
         """
-        from agent_ls.agent.warmup import import_core, responsive_while
+        from agent_ls.agent.warmup import import_core, responsive_while, settle_gc
 
         try:
             with responsive_while():
@@ -197,6 +197,8 @@ class AgentService:
                 await self.model().warm()
         except Exception as exc:  # the first ask reports it properly
             log.info("warm-up failed: %s", exc)
+        finally:
+            settle_gc()
 
     async def wait_warm(self, port: EditorPort) -> None:
         warm = self.warm_task
