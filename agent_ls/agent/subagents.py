@@ -372,6 +372,7 @@ class ChildPort:
         self.origin = origin
         self.meta = {"agentLs": {"parentToolCallId": task_call_id}}
         self.text = ""
+        self.open_calls: list[str] = []  # its tool calls not yet completed or failed
         self._sent_text = ""
         self._last_sent = 0.0
         self._timer: asyncio.TimerHandle | None = None
@@ -410,9 +411,31 @@ class ChildPort:
             return
         if update["sessionUpdate"] == "tool_call" and self.text and not self.text.endswith("\n"):
             self.text += "\n"
+        if update["sessionUpdate"] in ("tool_call", "tool_call_update"):
+            call_id = update["toolCallId"]
+            if update.get("status") in ("completed", "failed"):
+                if call_id in self.open_calls:
+                    self.open_calls.remove(call_id)
+            elif call_id not in self.open_calls:
+                self.open_calls.append(call_id)
         raw: dict[str, Any] = dict(update)
         raw["_meta"] = {**(raw.get("_meta") or {}), **self.meta}
         self.parent.update(self.session_id, cast("SessionUpdate", raw))
+
+    def close_open_calls(self, reason: str) -> None:
+        """Mark the calls a stopped child left open as failed: the parent's run goes on, and
+        their cards must not look as if they were still running."""
+        for call_id in list(self.open_calls):
+            self.update(
+                self.session_id,
+                {
+                    "sessionUpdate": "tool_call_update",
+                    "toolCallId": call_id,
+                    "status": "failed",
+                    "rawOutput": reason,
+                },
+            )
+        self.open_calls.clear()
 
     def _schedule(self) -> None:
         if self._timer is not None:
@@ -522,6 +545,7 @@ class SubagentHost:
             finally:
                 port.flush()
         if not done:
+            port.close_open_calls("cancelled: the sub-agent ran out of time (subagentTimeoutMs)")
             return _timed_out_result(limit_ms, port.text)
         result = child.result()
         if result.stop_reason == "cancelled":
