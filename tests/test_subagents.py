@@ -297,10 +297,10 @@ def test_which_mcp_tools_a_child_gets(tmp_path: Path) -> None:
     def names(agent: str) -> list[str]:
         return catalog.child_tools(agents[agent], tools).names()
 
-    builtins = [n for n in default_tools().names()]
+    builtins = default_tools().names()
     # No tools list: every tool but task, the MCP ones after the built-ins.
-    assert names("all") == [*builtins, "mcp__gh__get_issue", "mcp__gh__create_issue",
-                            "mcp__db__query"]
+    every_mcp_tool = ["mcp__gh__get_issue", "mcp__gh__create_issue", "mcp__db__query"]
+    assert names("all") == [*builtins, *every_mcp_tool]
     assert names("general") == names("all")
     # A list names MCP tools as permission rules do: one tool, a server, server__*.
     assert names("named") == ["read_file", "mcp__gh__create_issue"]

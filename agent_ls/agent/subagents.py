@@ -614,10 +614,8 @@ async def _run_child(loop: AgentLoop, prompt: str) -> RunResult:
 
 
 def _timed_out_result(limit_ms: int, text: str) -> ToolResult:
-    partial = text.strip()
-    message = prompts.load("agents/timeout.md").format(
-        limit=_duration(limit_ms), partial=partial or "(none)"
-    ).strip()
+    template = prompts.load("agents/timeout.md")
+    message = template.format(limit=_duration(limit_ms), partial=text.strip() or "(none)")
     return ToolResult(message, is_error=True, raw_output=message)
 
 
