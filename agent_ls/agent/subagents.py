@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from agent_ls import prompts
-from agent_ls.agent.loop import AgentLoop, RunResult
+from agent_ls.agent.loop import AgentLoop
 from agent_ls.agent.prompt import ProjectContext, build_system_prompt, project_context
 from agent_ls.agent.session import Session
 from agent_ls.agent.store import SessionStore
@@ -45,7 +45,7 @@ from agent_ls.ports.editor import (
 from agent_ls.ports.messages import Usage
 from agent_ls.ports.model import Model, ToolSpec
 from agent_ls.ports.updates import SessionUpdate, text_item
-from agent_ls.safety.permissions import hook_allowance, mcp_rule_matches
+from agent_ls.safety.permissions import mcp_rule_matches
 from agent_ls.settings import user_config_dir
 from agent_ls.tools.base import ToolContext, ToolResult
 from agent_ls.tools.mcp import McpTool
@@ -532,7 +532,7 @@ class SubagentHost:
         async with self._slots:
             loop, port = self._spawn(definition, description, model, ctx)
             limit_ms = self.parent.settings.subagent_timeout_ms
-            child = asyncio.ensure_future(_run_child(loop, prompt))
+            child = asyncio.ensure_future(loop.run(prompt))
             try:
                 done, _ = await asyncio.wait({child}, timeout=limit_ms / 1000)
                 if not done:  # too long: stop this child alone, as a cancel would
@@ -604,13 +604,6 @@ class SubagentHost:
         )
         self.children.append(ChildRecord(definition.name, child_id, loop))
         return loop, port
-
-
-async def _run_child(loop: AgentLoop, prompt: str) -> RunResult:
-    # A PreToolUse hook's "allow" of the task call covers that call, never the child's own
-    # questions (the child's task copies the parent's context).
-    with hook_allowance(None):
-        return await loop.run(prompt)
 
 
 def _timed_out_result(limit_ms: int, text: str) -> ToolResult:
