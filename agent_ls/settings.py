@@ -68,6 +68,11 @@ class Settings(BaseModel):
     follow_agent: bool = Field(default=False, alias="followAgent")
     max_turns: int = Field(default=50, alias="maxTurns", ge=1, le=1000)
     subagent_max_turns: int = Field(default=30, alias="subagentMaxTurns", ge=1, le=1000)
+    # A sub-agent running longer is stopped (like a cancel of that child alone); the parent
+    # gets a "timed out" result with the child's text so far. At most a day.
+    subagent_timeout_ms: int = Field(
+        default=600_000, alias="subagentTimeoutMs", ge=100, le=86_400_000
+    )
     max_tokens: int = Field(default=8192, alias="maxTokens", ge=256, le=128_000)
     shell_timeout_ms: int = Field(default=120_000, alias="shellTimeoutMs", ge=1000, le=600_000)
     client_request_timeout: float = Field(default=5.0, alias="clientRequestTimeout", gt=0, le=600)

@@ -9,6 +9,8 @@
    arriving at the fake API (session, transcript, tools, prompt, SDK request). Target ≤ 20 ms.
 3. Memory: ``--idle`` children spawned at once, each waiting on a model that never answers;
    the RSS growth per child. Target ≤ 5 MB.
+4. Time limit: a child waiting on a model that never answers, ``subagentTimeoutMs`` 200; the
+   time from the limit to the ``task`` result (the child stopped, its result built).
 """
 
 from __future__ import annotations
@@ -224,6 +226,32 @@ async def idle_children(
     return (after - before) / n, traced / 1024 / n
 
 
+async def timeout_latency(
+    catalog: SubagentCatalog, root: Path, store: SessionStore, rounds: int, limit_ms: int = 200
+) -> list[float]:
+    """Per round, ms from the child's time limit to its ``task`` result."""
+    model = Waiting()
+    port = RecordingPort()
+    loop = AgentLoop(
+        session=Session(store=store), model=model, tools=catalog.parent_tools,
+        workspace=Workspace([root]), port=port,
+        settings=Settings(subagentTimeoutMs=limit_ms), system_prompt="bench",
+    )
+    host = SubagentHost(catalog, loop, lambda requested: model)
+    late: list[float] = []
+    for i in range(rounds):
+        ctx = ToolContext(
+            workspace=loop.workspace, port=port, read_state=loop.session.read_state,
+            permissions=loop.session.permissions, settings=loop.settings,
+            session_id=loop.session.id, tool_call_id=f"toolu_late_{i}", subagents=host,
+        )
+        started = time.perf_counter()
+        result = await host.run_task("explore", f"late {i}", "wait", ctx)
+        assert result.is_error and "timed out" in result.content, result
+        late.append((time.perf_counter() - started) * 1000 - limit_ms)
+    return late
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
@@ -268,6 +296,9 @@ async def main() -> None:
         per_child, allocated = await idle_children(catalog, root, store, args.idle)
         print(f"  RSS per idle child ({args.idle} at once): {per_child:.0f} KB, Python "
               f"allocations {allocated:.0f} KB (target ≤ 5120 KB)")
+        late = await timeout_latency(catalog, root, store, args.rounds * 2)
+        print(f"  time limit (200 ms) → task result: median {statistics.median(late):.1f} ms, "
+              f"max {max(late):.1f} ms over {len(late)} children")
 
 
 if __name__ == "__main__":

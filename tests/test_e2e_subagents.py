@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -344,3 +345,141 @@ async def test_unknown_agent_name_is_an_error_listing_the_agents(workspace: Path
     text = json.dumps(sent[-1]["content"])
     assert sent[-1]["is_error"] is True
     assert "planner" in text and "general" in text and "explore" in text
+
+
+REPO = Path(__file__).resolve().parents[1]
+EXPLORE_TOOLS = ["read_file", "list_files", "grep_search", "get_diagnostics", "run_shell"]
+
+
+def tool_results(body: dict[str, Any]) -> dict[str, str]:
+    return {
+        block["tool_use_id"]: json.dumps(block["content"])
+        for m in body["messages"]
+        if isinstance(m["content"], list)
+        for block in m["content"]
+        if block.get("type") == "tool_result"
+    }
+
+
+async def test_children_call_the_sessions_mcp_tools_over_its_connection(
+    workspace: Path, api: Any, tmp_path: Path
+) -> None:
+    starts = tmp_path / "starts"
+    faulty = {
+        "command": sys.executable,
+        "args": ["-m", "tests.mcp_servers.faulty"],
+        "cwd": str(REPO),
+        "env": {"FAULTY_STARTS": str(starts)},
+    }
+    api.enqueue(
+        Turn(tool_uses=[task("toolu_t1", "Echo it", "Echo 'from child'")]),
+        Turn(tool_uses=[("mcp__f__echo", {"text": "from child"}, "toolu_m1")]),
+        Turn(text="The server said it back."),
+        Turn(tool_uses=[task("toolu_t2", "Look around", "Echo 'again'", "explore")]),
+        Turn(tool_uses=[("mcp__f__echo", {"text": "again"}, "toolu_m2")]),
+        Turn(text="Explored."),
+        Turn(text="All done."),
+    )
+    options = {"mcpServers": {"f": faulty}}
+    async with editor(
+        workspace, env=env_for(api), init_options=options, answers=["Allow for this session"]
+    ) as ed:
+        result = await ed.ask("Use sub-agents with the MCP server")
+        assert result["stopReason"] == "end_turn", result
+        status = await ed.command("agent.status", {})
+    bodies = api.bodies()
+    assert len(bodies) == 7
+    parent_mcp = [n for n in tool_names(bodies[0]) if n.startswith("mcp__f__")]
+    assert "mcp__f__echo" in parent_mcp and "mcp__f__crash" in parent_mcp
+    # general gets every tool but task, MCP ones included; explore only the read-only ones.
+    builtins = [n for n in tool_names(bodies[0]) if n != "task" and not n.startswith("mcp__")]
+    assert tool_names(bodies[1]) == builtins + parent_mcp
+    assert sorted(tool_names(bodies[4])) == sorted([*EXPLORE_TOOLS, "mcp__f__echo"])
+    # The server's answers reached the children, and only their final texts the parent.
+    assert "echo: from child" in tool_results(bodies[2])["toolu_m1"]
+    assert "echo: again" in tool_results(bodies[5])["toolu_m2"]
+    assert "echo: from child" not in message_texts(bodies[6])
+    # The child's MCP call is nested under its task, titled like the parent's MCP calls.
+    for call, parent in (("toolu_m1", "toolu_t1"), ("toolu_m2", "toolu_t2")):
+        nested = updates_for(ed, call)
+        assert nested and all(parent_of(u) == parent for u in nested)
+        assert nested[0]["title"] == "f: echo" and nested[0]["kind"] == "other"
+        assert task_result(ed, call)["status"] == "completed"
+    # The same permissions: the question names the child; its grant is the session's, so
+    # the second child's call did not ask again.
+    assert len(ed.confirmations) == 1
+    assert ed.confirmations[0].startswith("[general: Echo it] ")
+    assert "'echo'" in ed.confirmations[0]
+    assert status["grants"] == ["mcp__f__echo"]
+    # One server process for the session: the children used the parent's connection.
+    assert len(starts.read_text().split()) == 1
+
+
+async def test_a_child_over_its_time_limit_is_stopped_alone(workspace: Path, api: Any) -> None:
+    api.enqueue(
+        Turn(
+            tool_uses=[
+                task("toolu_a", "Quick look", "Say hello", "explore"),
+                task("toolu_b", "Slow look", "Say a lot", "explore"),
+            ]
+        ),
+    )
+    # Which child gets which answer is up to the race: one is quick, one streams for ~15 s.
+    api.enqueue(
+        Turn(text="quick answer"),
+        Turn(text=["Reading ", "the ", "code. "] + ["more "] * 300, chunk_delay=0.05),
+        Turn(text="One of them timed out."),
+    )
+    async with editor(workspace, env=env_for(api), init_options={"subagentTimeoutMs": 3000}) as ed:
+        result = await ed.ask("Look twice")
+        assert result["stopReason"] == "end_turn", result
+        assert result["text"] == "One of them timed out."
+        assert api.wait_disconnect(1, timeout=5)  # its model stream was closed
+        cards = {c: task_result(ed, c) for c in ("toolu_a", "toolu_b")}
+        quick = [c for c in cards.values() if c["status"] == "completed"]
+        slow = [c for c in cards.values() if c["status"] == "failed"]
+        assert len(quick) == 1 and quick[0]["rawOutput"] == "quick answer"
+        assert len(slow) == 1
+        said = slow[0]["rawOutput"]
+        assert "timed out" in said and "3 s" in said and "subagentTimeoutMs" in said
+        assert "Reading the code." in said  # what the child had written so far
+        # The parent's model got the same: the sibling's answer, the timeout with the text.
+        sent = " ".join(tool_results(api.bodies()[-1]).values())
+        assert "quick answer" in sent and "timed out" in sent and "Reading the code." in sent
+        # The session takes the next ask.
+        api.enqueue(Turn(text="ready again"))
+        again = await ed.ask("next")
+        assert again["stopReason"] == "end_turn" and again["text"] == "ready again"
+
+
+async def test_a_timed_out_childs_processes_are_stopped(workspace: Path, api: Any) -> None:
+    pid_file = workspace / "child.pid"
+    api.enqueue(
+        Turn(tool_uses=[task("toolu_t", "Run the slow thing", "Run it")]),
+        Turn(
+            text="Starting the build.",
+            tool_uses=[("run_shell", {"command": f"echo $$ > {pid_file}; sleep 30"}, "toolu_sh")],
+        ),
+        Turn(text="It took too long."),
+    )
+    options = {"mode": "bypassPermissions", "sandbox": "off", "subagentTimeoutMs": 2000}
+    async with editor(workspace, env=env_for(api), init_options=options) as ed:
+        result = await ed.ask("Build it")
+        assert result["stopReason"] == "end_turn", result
+        assert pid_file.exists(), "the child's command never started"
+        pid = int(pid_file.read_text())
+        for _ in range(100):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            pytest.fail("the timed-out child's shell command survived")
+        card = task_result(ed, "toolu_t")
+        assert card["status"] == "failed"
+        assert "timed out" in card["rawOutput"] and "Starting the build." in card["rawOutput"]
+        # Its card does not stay "in progress" while the parent goes on.
+        shell = task_result(ed, "toolu_sh")
+        assert shell["status"] == "failed" and parent_of(shell) == "toolu_t"
+        assert "subagentTimeoutMs" in shell["rawOutput"]

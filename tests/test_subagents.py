@@ -263,3 +263,52 @@ async def test_explore_runs_only_commands_that_just_read(workspace: Path) -> Non
     assert len(outputs) == 2
     assert "read-only" in outputs[0]
     assert "'exitCode': 0" in outputs[1]  # ls ran
+
+
+def test_which_mcp_tools_a_child_gets(tmp_path: Path) -> None:
+    from agent_ls.tools.mcp import McpManager, McpServer, McpTool, RemoteTool
+    from agent_ls.tools.mcp_config import ServerConfig
+
+    manager = McpManager(tmp_path)
+    tools: list[Any] = []
+    for server_name, tool, read_only in (
+        ("gh", "get_issue", True),
+        ("gh", "create_issue", False),
+        ("db", "query", False),
+    ):
+        server = McpServer(ServerConfig(server_name, "settings", "stdio", "x"), manager)
+        remote = RemoteTool(tool, tool, {"type": "object"}, read_only_hint=read_only)
+        tools.append(McpTool(f"mcp__{server_name}__{tool}", server, remote))
+    (tmp_path / ".claude" / "agents").mkdir(parents=True)
+    for name, listed in (
+        ("all", None),
+        ("named", "Read, mcp__gh__create_issue"),
+        ("server", "mcp__db"),
+        ("starred", "[Grep, 'mcp__gh__*']"),
+    ):
+        front = f"tools: {listed}\n" if listed else ""
+        (tmp_path / ".claude" / "agents" / f"{name}.md").write_text(
+            f"---\ndescription: d\n{front}---\nbody\n"
+        )
+    agents, problems = load_definitions(tmp_path)
+    assert problems == []
+    catalog = SubagentCatalog(tmp_path, default_tools(), agents, [], ("i", "e"))
+
+    def names(agent: str) -> list[str]:
+        return catalog.child_tools(agents[agent], tools).names()
+
+    builtins = default_tools().names()
+    # No tools list: every tool but task, the MCP ones after the built-ins.
+    every_mcp_tool = ["mcp__gh__get_issue", "mcp__gh__create_issue", "mcp__db__query"]
+    assert names("all") == [*builtins, *every_mcp_tool]
+    assert names("general") == names("all")
+    # A list names MCP tools as permission rules do: one tool, a server, server__*.
+    assert names("named") == ["read_file", "mcp__gh__create_issue"]
+    assert names("server") == ["mcp__db__query"]
+    assert names("starred") == ["grep_search", "mcp__gh__get_issue", "mcp__gh__create_issue"]
+    # The read-only explore agent: only what the server annotates readOnlyHint.
+    explore = names("explore")
+    assert [n for n in explore if n.startswith("mcp__")] == ["mcp__gh__get_issue"]
+    # The system prompt (built once per definition) lists the built-ins only, like the
+    # parent's, so a server's tools changing between asks never rebuilds it.
+    assert "mcp__" not in catalog.system_prompt(agents["all"])

@@ -237,9 +237,8 @@ class AgentService:
         hooks = await self.hooks_for(session, workspace, port)
         # built-ins and task, then the MCP tools of this ask (sorted, fixed for the ask)
         mcp_tools = await self.tools_for_ask(session, port)
-        parent_tools = catalog.parent_tools.extended(
-            [t for t in mcp_tools.all() if catalog.parent_tools.get(t.name) is None]
-        )
+        ask_mcp_tools = [t for t in mcp_tools.all() if catalog.parent_tools.get(t.name) is None]
+        parent_tools = catalog.parent_tools.extended(ask_mcp_tools)
         loop = AgentLoop(
             session=session,
             model=self.model(),
@@ -250,7 +249,13 @@ class AgentService:
             system_prompt=self.system_prompts[session.id],
             hooks=hooks,
         )
-        SubagentHost(catalog, loop, lambda requested: self.subagent_model(catalog, requested))
+        # Children share the ask's MCP tools, and so the parent's server connections.
+        SubagentHost(
+            catalog,
+            loop,
+            lambda requested: self.subagent_model(catalog, requested),
+            ask_mcp_tools,
+        )
         return loop
 
     # -- sub-agents ------------------------------------------------------------------------

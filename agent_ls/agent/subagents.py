@@ -6,7 +6,11 @@ A definition is built in (``general``, ``explore``) or a Markdown file with YAML
 first place a name appears wins. A file with bad front matter is skipped and reported.
 
 A child runs an ordinary :class:`AgentLoop` with a fresh history, its own read-state and turn
-limit, the session's permissions (mode, rules, grants), and no ``task`` tool (depth 1). Its
+limit, the session's permissions (mode, rules, grants), and no ``task`` tool (depth 1). It
+gets the MCP tools of the parent's ask as Claude Code gives them (see :func:`takes_mcp_tool`):
+the same :class:`~agent_ls.tools.mcp.McpTool` objects, so its calls go over the parent's
+connections (no server is started per child) and through the same permission checks. A child
+runs in a task of its own, so ``subagentTimeoutMs`` can stop it alone, as a cancel would. Its
 editor port (:class:`ChildPort`) tags every tool call with the parent's ``task`` call id,
 prefixes its questions and edit previews with ``[<agent>: <description>]``, and turns its text
 into the ``task`` card's content instead of the parent's message.
@@ -20,7 +24,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, cast
@@ -41,8 +45,10 @@ from agent_ls.ports.editor import (
 from agent_ls.ports.messages import Usage
 from agent_ls.ports.model import Model, ToolSpec
 from agent_ls.ports.updates import SessionUpdate, text_item
+from agent_ls.safety.permissions import mcp_rule_matches
 from agent_ls.settings import user_config_dir
 from agent_ls.tools.base import ToolContext, ToolResult
+from agent_ls.tools.mcp import McpTool
 from agent_ls.tools.registry import ToolRegistry
 from agent_ls.tools.shell import RunShell, RunShellInput
 from agent_ls.tools.task import AgentSummary, TaskTool
@@ -83,7 +89,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 @dataclass(frozen=True, slots=True)
 class AgentDefinition:
-    """One kind of sub-agent. ``tools`` None means every tool but ``task``."""
+    """One kind of sub-agent. ``tools`` None means every tool but ``task``, MCP ones too."""
 
     name: str
     description: str
@@ -233,6 +239,24 @@ def child_model_spec(requested: str | None, session_spec: str) -> str | None:
     return f"{provider}:{requested}"
 
 
+def takes_mcp_tool(definition: AgentDefinition, tool: McpTool) -> bool:
+    """Does a child of ``definition`` get this MCP tool? Claude Code's rule, plus one for
+    read-only agents.
+
+    No ``tools`` in the front matter: every MCP tool. A list: the MCP tools it names, in the
+    forms of a permission rule (``mcp__<server>__<tool>``, ``mcp__<server>``,
+    ``mcp__<server>__*``, ``mcp__*``). A read-only agent (``explore``) also gets the tools its
+    server annotates ``readOnlyHint: true``: a user who asks it to research expects it to read
+    the issue tracker too, and never to file an issue. The hint is the server's claim, not a
+    permission: the call asks like any other MCP call.
+    """
+    if definition.tools is None:
+        return not definition.read_only
+    if any(mcp_rule_matches(entry, tool.name) for entry in definition.tools):
+        return True
+    return definition.read_only and tool.remote.read_only_hint
+
+
 # -- the catalog of one session --------------------------------------------------------------
 
 
@@ -289,7 +313,17 @@ class SubagentCatalog:
     def names(self) -> list[str]:
         return list(self.agents)
 
-    def child_tools(self, definition: AgentDefinition) -> ToolRegistry:
+    def child_tools(
+        self, definition: AgentDefinition, mcp_tools: Sequence[Tool[Any]] = ()
+    ) -> ToolRegistry:
+        """The definition's built-in tools, then the MCP tools of this ask it takes (sorted,
+        as the parent has them)."""
+        builtins = self.builtin_tools(definition)
+        return builtins.extended(
+            [t for t in mcp_tools if isinstance(t, McpTool) and takes_mcp_tool(definition, t)]
+        )
+
+    def builtin_tools(self, definition: AgentDefinition) -> ToolRegistry:
         registry = self._child_tools.get(definition.name)
         if registry is None:
             wanted = definition.tools
@@ -309,7 +343,8 @@ class SubagentCatalog:
         """The definition's body, the tools, then the project instructions and environment."""
         text = self._prompts.get(definition.name)
         if text is None:
-            tools = self.child_tools(definition).specs()
+            # Built-ins only, like the parent's prompt: MCP tools come and go between asks.
+            tools = self.builtin_tools(definition).specs()
             text = build_system_prompt(
                 self.root, tools, intro=definition.prompt, context=self.context
             )
@@ -337,6 +372,7 @@ class ChildPort:
         self.origin = origin
         self.meta = {"agentLs": {"parentToolCallId": task_call_id}}
         self.text = ""
+        self.open_calls: list[str] = []  # its tool calls not yet completed or failed
         self._sent_text = ""
         self._last_sent = 0.0
         self._timer: asyncio.TimerHandle | None = None
@@ -375,9 +411,31 @@ class ChildPort:
             return
         if update["sessionUpdate"] == "tool_call" and self.text and not self.text.endswith("\n"):
             self.text += "\n"
+        if update["sessionUpdate"] in ("tool_call", "tool_call_update"):
+            call_id = update["toolCallId"]
+            if update.get("status") in ("completed", "failed"):
+                if call_id in self.open_calls:
+                    self.open_calls.remove(call_id)
+            elif call_id not in self.open_calls:
+                self.open_calls.append(call_id)
         raw: dict[str, Any] = dict(update)
         raw["_meta"] = {**(raw.get("_meta") or {}), **self.meta}
         self.parent.update(self.session_id, cast("SessionUpdate", raw))
+
+    def close_open_calls(self, reason: str) -> None:
+        """Mark the calls a stopped child left open as failed: the parent's run goes on, and
+        their cards must not look as if they were still running."""
+        for call_id in list(self.open_calls):
+            self.update(
+                self.session_id,
+                {
+                    "sessionUpdate": "tool_call_update",
+                    "toolCallId": call_id,
+                    "status": "failed",
+                    "rawOutput": reason,
+                },
+            )
+        self.open_calls.clear()
 
     def _schedule(self) -> None:
         if self._timer is not None:
@@ -424,7 +482,8 @@ class ChildRecord:
 class SubagentHost:
     """Runs the ``task`` calls of one parent run (a :class:`~agent_ls.tools.task.SubagentRunner`).
 
-    ``models`` resolves a definition's model spec (None: the session's model).
+    ``models`` resolves a definition's model spec (None: the session's model);
+    ``mcp_tools`` are the MCP tools of the parent's ask, which children take a share of.
     """
 
     max_parallel: ClassVar[int] = MAX_PARALLEL
@@ -434,10 +493,12 @@ class SubagentHost:
         catalog: SubagentCatalog,
         parent: AgentLoop,
         models: Callable[[str | None], Model],
+        mcp_tools: Sequence[Tool[Any]] = (),
     ):
         self.catalog = catalog
         self.parent = parent
         self.models = models
+        self.mcp_tools = list(mcp_tools)
         self.children: list[ChildRecord] = []
         self._slots = asyncio.Semaphore(self.max_parallel)
         parent.subagents = self
@@ -470,10 +531,23 @@ class SubagentHost:
             ctx.stream(f"(waiting: {self.max_parallel} sub-agents are already running)")
         async with self._slots:
             loop, port = self._spawn(definition, description, model, ctx)
+            limit_ms = self.parent.settings.subagent_timeout_ms
+            child = asyncio.ensure_future(loop.run(prompt))
             try:
-                result = await loop.run(prompt)
+                done, _ = await asyncio.wait({child}, timeout=limit_ms / 1000)
+                if not done:  # too long: stop this child alone, as a cancel would
+                    child.cancel()
+                    await asyncio.wait({child})
+            except asyncio.CancelledError:  # the parent's run is cancelled: so is the child
+                child.cancel()
+                await asyncio.wait({child})  # its processes are stopped before we go on
+                raise
             finally:
                 port.flush()
+        if not done:
+            port.close_open_calls("cancelled: the sub-agent ran out of time (subagentTimeoutMs)")
+            return _timed_out_result(limit_ms, port.text)
+        result = child.result()
         if result.stop_reason == "cancelled":
             task = asyncio.current_task()
             if task is not None and task.cancelling():
@@ -517,7 +591,7 @@ class SubagentHost:
         loop = AgentLoop(
             session=session,
             model=model,
-            tools=self.catalog.child_tools(definition),
+            tools=self.catalog.child_tools(definition, self.mcp_tools),
             workspace=parent.workspace,
             port=port,
             settings=settings,
@@ -530,6 +604,21 @@ class SubagentHost:
         )
         self.children.append(ChildRecord(definition.name, child_id, loop))
         return loop, port
+
+
+def _timed_out_result(limit_ms: int, text: str) -> ToolResult:
+    template = prompts.load("agents/timeout.md")
+    message = template.format(limit=_duration(limit_ms), partial=text.strip() or "(none)")
+    return ToolResult(message, is_error=True, raw_output=message)
+
+
+def _duration(ms: int) -> str:
+    if ms % 60_000 == 0:
+        minutes = ms // 60_000
+        return f"{minutes} minute" + ("" if minutes == 1 else "s")
+    if ms % 1000 == 0:
+        return f"{ms // 1000} s"
+    return f"{ms} ms"
 
 
 def _task_result(

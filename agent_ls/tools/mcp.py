@@ -54,6 +54,9 @@ class RemoteTool:
     name: str
     description: str
     input_schema: dict[str, Any]
+    # The server's ``readOnlyHint`` annotation: a claim, never a permission (calls still
+    # ask); it only lets read-only sub-agents (``explore``) see the tool.
+    read_only_hint: bool = False
 
 
 @dataclass(slots=True)
@@ -314,6 +317,7 @@ class McpServer:
                         name=str(tool.name),
                         description=str(tool.description or tool.title or tool.name),
                         input_schema=clean_schema(_jsonable(tool.input_schema)),
+                        read_only_hint=_read_only_hint(tool),
                     )
                 )
             cursor = page.next_cursor
@@ -456,6 +460,11 @@ def _settle(
         future.set_exception(exc)
     elif value is not None:
         future.set_result(value)
+
+
+def _read_only_hint(tool: Any) -> bool:
+    annotations = getattr(tool, "annotations", None)
+    return getattr(annotations, "read_only_hint", None) is True
 
 
 def _jsonable(value: Any) -> Any:

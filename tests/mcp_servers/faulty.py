@@ -1,6 +1,7 @@
 """A small MCP server (the SDK's own server side) that misbehaves on request, for the tests.
 
 Environment: ``FAULTY_MARKER`` names a file it writes at start-up (its pid), proving it ran;
+``FAULTY_STARTS`` names a file it appends its pid to at each start (how many processes ran);
 ``FAULTY_START_DELAY`` seconds it sleeps before serving (a slow start); ``FAULTY_HTTP_PORT``
 serves streamable HTTP on 127.0.0.1 at that port (path ``/mcp``) instead of stdio.
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Image
+from mcp.types import ToolAnnotations
 from pydantic import BaseModel
 
 # A 1x1 PNG.
@@ -37,7 +39,7 @@ class Segment(BaseModel):
     end: Point
 
 
-@server.tool()
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
 def echo(text: str) -> str:
     """Echo the text back."""
     return f"echo: {text}"
@@ -112,6 +114,10 @@ def main() -> None:
     marker = os.environ.get("FAULTY_MARKER")
     if marker:
         Path(marker).write_text(str(os.getpid()), encoding="utf-8")
+    starts = os.environ.get("FAULTY_STARTS")
+    if starts:
+        with open(starts, "a", encoding="utf-8") as log:
+            log.write(f"{os.getpid()}\n")
     delay = float(os.environ.get("FAULTY_START_DELAY") or 0)
     if delay:
         time.sleep(delay)
