@@ -376,7 +376,9 @@ class ChildPort:
         if update["sessionUpdate"] == "tool_call" and self.text and not self.text.endswith("\n"):
             self.text += "\n"
         raw: dict[str, Any] = dict(update)
-        raw["_meta"] = {**(raw.get("_meta") or {}), **self.meta}
+        meta = dict(raw.get("_meta") or {})
+        meta["agentLs"] = {**(meta.get("agentLs") or {}), **self.meta["agentLs"]}
+        raw["_meta"] = meta
         self.parent.update(self.session_id, cast("SessionUpdate", raw))
 
     def _schedule(self) -> None:
@@ -528,6 +530,7 @@ class SubagentHost:
         loop.spent_elsewhere = lambda: parent.spent(parent.live_usage) - loop._cost(
             loop.live_usage
         )
+        loop.tree_usage = parent.tree_usage  # its usage_update tells the whole run's tokens
         self.children.append(ChildRecord(definition.name, child_id, loop))
         return loop, port
 
