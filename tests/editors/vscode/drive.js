@@ -98,6 +98,14 @@ async function palette(page, title) {
     result.editor = await page.locator('.monaco-editor .view-lines').first().innerText();
     result.status = await page.locator('.statusbar-item', { hasText: 'default' }).first().innerText().catch(() => '');
     await page.screenshot({ path: path.join(shots, 'vscode-applied.png') });
+    // the edit's card marks which hunk landed and which was rejected
+    const edit = chat.locator('.tool.kind-edit').first();
+    result.hunkMarks = await edit.locator('.hunk-mark').allInnerTexts();
+    result.rejectedLines = await edit.locator('.diff pre div.rejected:not(.hunk-mark)').allInnerTexts();
+    result.landedLines = await edit.locator('.diff pre div.landed:not(.hunk-mark)').allInnerTexts();
+    await edit.scrollIntoViewIfNeeded();
+    await page.waitForTimeout(200);
+    await page.screenshot({ path: path.join(shots, 'vscode-outcome.png') });
 
     // Agent: Set Mode… -> the status bar follows; Agent: Show Usage -> a notification
     await palette(page, 'Agent: Set Mode');
