@@ -287,3 +287,102 @@ def test_vscode_ask_refactor_preview_apply_chat(tmp_path: Path) -> None:
     assert (ARTIFACTS / "vscode-outcome.png").exists()
     _update_docs_image("vscode.png")
     _update_docs_image("vscode-outcome.png")
+
+
+TRUTH_SCRIPT = {
+    "chunk_size": 8,
+    "delay_ms": 15,
+    "turns": [
+        # ask 1: a command that asks even in the sandbox; the user presses Enter at once
+        {
+            "text": "Renaming the notes.",
+            "tool_calls": [{"name": "run_shell", "input": {"command": "mv notes.txt old-notes.txt"}}],
+            "usage": {"input_tokens": 1000, "output_tokens": 20},
+        },
+        {"text": "Understood: the notes stay.", "usage": {"input_tokens": 1100, "output_tokens": 8}},
+        # ask 2: a sub-agent reads app.py
+        {
+            "text": "Delegating.",
+            "tool_calls": [
+                {
+                    "name": "task",
+                    "input": {
+                        "description": "look around",
+                        "prompt": "Read app.py",
+                        "agent": "explore",
+                    },
+                }
+            ],
+            "usage": {"input_tokens": 1200, "output_tokens": 30},
+        },
+        {
+            "text": "Reading.",
+            "tool_calls": [{"name": "read_file", "input": {"file_path": "app.py"}}],
+            "usage": {"input_tokens": 500, "output_tokens": 10},
+        },
+        {
+            "text": "app.py defines greet(), " + "which greets by name; " * 12,
+            "usage": {"input_tokens": 600, "output_tokens": 60},
+        },
+        {
+            "text": "Here is what it found. " * 8 + "The sub-agent found greet().",
+            "usage": {"input_tokens": 1300, "output_tokens": 50},
+        },
+        # ask 3: a long answer, cancelled while it streams
+        {
+            "text": "Essay: " + "word " * 600,
+            "usage": {"input_tokens": 1500, "output_tokens": 700},
+        },
+    ],
+}
+
+
+def test_vscode_tells_the_truth_confirm_task_cancel(tmp_path: Path) -> None:
+    result = _drive_code_server(
+        tmp_path,
+        files={"app.py": APP_PY, "notes.txt": "keep me\n"},
+        script=TRUTH_SCRIPT,
+        driver="drive_truth.js",
+        # a price for the script model, so the task card has a cost to show
+        server_settings={"prices": {"/": [3.0, 15.0]}},
+        drive_env={
+            "PROMPT_SHELL": "Rename notes.txt",
+            "EXPECT_DENIED": "Understood: the notes stay.",
+            "PROMPT_TASK": "Find greet with a sub-agent",
+            "TASK_TITLE": "look around",
+            "EXPECT_TASK_FINAL": "The sub-agent found greet().",
+            "PROMPT_LONG": "Write a long essay",
+            "EXPECT_LONG_START": "Essay: word",
+        },
+    )
+    ws = Path(result["_ws"])
+    # 1. exactly the three choices, Deny first and active; Enter at once denied the command
+    assert result["choices"] == ["Deny", "Allow", "Allow for this session"], result["choices"]
+    assert result["activeChoice"] == "Deny"
+    assert "Run this shell command?" in result["questionTitle"], result["questionTitle"]
+    assert result["questionPlaceholder"] == "mv notes.txt old-notes.txt"
+    assert (ws / "notes.txt").exists() and not (ws / "old-notes.txt").exists()
+    assert "Answered: Deny" in result["chatAfterDeny"], result["chatAfterDeny"]
+    assert "✗ Run mv notes.txt old-notes.txt · failed" in result["chatAfterDeny"]
+    # the run was still waiting on the question, and the status bar counted its first call
+    assert "1.0k tok" in result["statusWhileAsking"], result["statusWhileAsking"]  # 1,020
+
+    # 2. the view was closed until the run ended, and still shows its whole stream; the
+    # sub-agent's call is nested, collapsed, under the task card with its status and cost
+    assert not result["finalShownAtClose"] and result["sidebarHiddenAtEnd"]
+    assert "look around · completed · $" in result["taskHead"], result["taskHead"]
+    assert result["nestedOpen"] is False
+    assert result["nestedSummary"].startswith("1 tool call · $"), result["nestedSummary"]
+    assert [h for h in result["nestedHeads"] if "Read app.py" in h], result["nestedHeads"]
+    assert not [h for h in result["topLevelHeads"] if "Read app.py" in h], result["topLevelHeads"]
+    # the sub-agent's streamed text is on its task card, not in its nested call's body
+    assert "app.py defines greet()" in result["taskBody"], result["taskBody"]
+    assert not [b for b in result["nestedBodies"] if "greet" in b], result["nestedBodies"]
+
+    # 3. cancelled mid-stream: the tokens it used, not 0
+    line = result["cancelledLine"]
+    assert line.startswith("cancelled · "), line
+    tokens = int(line.split(" · ")[1].split()[0].replace(",", ""))
+    assert tokens > 1500, line  # the input the script reported and the streamed output
+    assert (ARTIFACTS / "vscode-task.png").exists()
+    _update_docs_image("vscode-task.png")

@@ -249,7 +249,7 @@
   }
 
   function toolContent(call) {
-    const box = call.el.querySelector('.tool-body');
+    const box = call.el.querySelector(':scope > .tool-body');
     box.textContent = '';
     for (const item of call.content || []) {
       if (item.type === 'diff') {
@@ -282,7 +282,7 @@
   }
 
   function toolHeader(call) {
-    const head = call.el.querySelector('.tool-head');
+    const head = call.el.querySelector(':scope > .tool-head');
     // a task card: its status, then what its sub-agent cost so far
     const cost = call.children && call.cost ? ' · $' + call.cost.toFixed(4) : '';
     head.textContent = (ICONS[call.status] || '•') + ' ' + (call.title || 'tool') + ' · ' + call.status.replace('_', ' ') + editOutcome(call) + cost;
@@ -301,7 +301,7 @@
       const box = document.createElement('details');
       box.className = 'tool-children';
       box.innerHTML = '<summary></summary>';
-      parent.el.insertBefore(box, parent.el.querySelector('.tool-body'));
+      parent.el.insertBefore(box, parent.el.querySelector(':scope > .tool-body'));
       parent.children = { box, calls: [] };
     }
     return parent.children;
