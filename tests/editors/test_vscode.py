@@ -1,7 +1,7 @@
 """The VS Code extension, packaged as a .vsix, in code-server (VS Code 1.139 in the browser)
 driven by Playwright in Debian's Chromium.
 
-Slow (about half a minute, plus a one-time install of about 2.5 minutes by
+Slow (about 45 s per code-server run, two runs, plus a one-time install of about 2.5 minutes by
 ``bash editors/ci-setup.sh --vscode``), so it runs only with ``AGENT_LS_VSCODE_TIER=1``:
 
     AGENT_LS_VSCODE_TIER=1 python -m pytest tests/editors -m vscode
@@ -296,10 +296,21 @@ TRUTH_SCRIPT = {
         # ask 1: a command that asks even in the sandbox; the user presses Enter at once
         {
             "text": "Renaming the notes.",
-            "tool_calls": [{"name": "run_shell", "input": {"command": "mv notes.txt old-notes.txt"}}],
+            "tool_calls": [
+                {"name": "run_shell", "input": {"command": "mv notes.txt old-notes.txt"}}
+            ],
             "usage": {"input_tokens": 1000, "output_tokens": 20},
         },
-        {"text": "Understood: the notes stay.", "usage": {"input_tokens": 1100, "output_tokens": 8}},
+        {
+            "text": "Then archiving them.",
+            "tool_calls": [{"name": "run_shell", "input": {"command": "mv notes.txt archive.txt"}}],
+            "usage": {"input_tokens": 1050, "output_tokens": 12},
+        },
+        # ... and this one with Escape
+        {
+            "text": "Understood: the notes stay.",
+            "usage": {"input_tokens": 1100, "output_tokens": 8},
+        },
         # ask 2: a sub-agent reads app.py
         {
             "text": "Delegating.",
@@ -347,6 +358,7 @@ def test_vscode_tells_the_truth_confirm_task_cancel(tmp_path: Path) -> None:
         server_settings={"prices": {"/": [3.0, 15.0]}},
         drive_env={
             "PROMPT_SHELL": "Rename notes.txt",
+            "SECOND_COMMAND": "mv notes.txt archive.txt",
             "EXPECT_DENIED": "Understood: the notes stay.",
             "PROMPT_TASK": "Find greet with a sub-agent",
             "TASK_TITLE": "look around",
@@ -364,6 +376,10 @@ def test_vscode_tells_the_truth_confirm_task_cancel(tmp_path: Path) -> None:
     assert (ws / "notes.txt").exists() and not (ws / "old-notes.txt").exists()
     assert "Answered: Deny" in result["chatAfterDeny"], result["chatAfterDeny"]
     assert "✗ Run mv notes.txt old-notes.txt · failed" in result["chatAfterDeny"]
+    # Escape denies the second question too
+    assert result["secondQuestion"] == "mv notes.txt archive.txt"
+    assert result["chatAfterDeny"].count("Answered: Deny") == 2, result["chatAfterDeny"]
+    assert not (ws / "archive.txt").exists()
     # the run was still waiting on the question, and the status bar counted its first call
     assert "1.0k tok" in result["statusWhileAsking"], result["statusWhileAsking"]  # 1,020
 

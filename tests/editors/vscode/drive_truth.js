@@ -1,6 +1,6 @@
 // Drives code-server through what the user is told (issues 13 and 15), with one script:
-//  1. a risky shell command asks in a quick pick; Enter right away denies it; the status bar
-//     shows the run's tokens while the question waits;
+//  1. a risky shell command asks in a quick pick; Enter right away denies it (and Escape the
+//     next one); the status bar shows the run's tokens while the question waits;
 //  2. an ask whose Agent view is closed while it runs (a sub-agent's `task`): reopened, the
 //     view shows the whole stream and the sub-agent's calls nested, collapsed, under its card;
 //  3. a run cancelled mid-stream reports the tokens it used.
@@ -89,6 +89,11 @@ async function widenSidebar(page, width) {
     result.statusWhileAsking = await statusItem(page).innerText();
     await page.screenshot({ path: path.join(shots, 'vscode-confirm.png') });
     await page.keyboard.press('Enter');
+    // the next question, answered with Escape
+    const second = page.locator(`.quick-input-widget input[placeholder=${JSON.stringify(env.SECOND_COMMAND)}]`);
+    await second.waitFor({ state: 'visible', timeout: 60000 });
+    result.secondQuestion = await second.getAttribute('placeholder');
+    await page.keyboard.press('Escape');
     await chat.getByText(env.EXPECT_DENIED).waitFor({ timeout: 60000 });
     await chat.locator('.result').first().waitFor({ timeout: 30000 });
     result.chatAfterDeny = await chat.locator('#log').innerText();
