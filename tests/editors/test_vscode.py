@@ -358,6 +358,7 @@ def test_vscode_tells_the_truth_confirm_task_cancel(tmp_path: Path) -> None:
         server_settings={"prices": {"/": [3.0, 15.0]}},
         drive_env={
             "PROMPT_SHELL": "Rename notes.txt",
+            "EXPECT_BEFORE_QUESTION": "Renaming the notes.",
             "SECOND_COMMAND": "mv notes.txt archive.txt",
             "EXPECT_DENIED": "Understood: the notes stay.",
             "PROMPT_TASK": "Find greet with a sub-agent",
@@ -382,6 +383,9 @@ def test_vscode_tells_the_truth_confirm_task_cancel(tmp_path: Path) -> None:
     assert not (ws / "archive.txt").exists()
     # the run was still waiting on the question, and the status bar counted its first call
     assert "1.0k tok" in result["statusWhileAsking"], result["statusWhileAsking"]  # 1,020
+    # and the chat showed the run so far, the question's whole text with it
+    assert "Renaming the notes." in result["chatWhileAsking"], result["chatWhileAsking"]
+    assert "Asked: Run this shell command? mv notes.txt old-notes.txt" in result["chatWhileAsking"]
 
     # 2. the view was closed until the run ended, and still shows its whole stream; the
     # sub-agent's call is nested, collapsed, under the task card with its status and cost
@@ -400,5 +404,6 @@ def test_vscode_tells_the_truth_confirm_task_cancel(tmp_path: Path) -> None:
     assert line.startswith("cancelled · "), line
     tokens = int(line.split(" · ")[1].split()[0].replace(",", ""))
     assert tokens > 1500, line  # the input the script reported and the streamed output
-    assert (ARTIFACTS / "vscode-task.png").exists()
+    assert (ARTIFACTS / "vscode-task.png").exists() and (ARTIFACTS / "vscode-confirm.png").exists()
     _update_docs_image("vscode-task.png")
+    _update_docs_image("vscode-confirm.png")

@@ -87,6 +87,11 @@ async function widenSidebar(page, width) {
     result.activeChoice = await page.locator('.quick-input-list .monaco-list-row.focused .label-name').first().innerText();
     // the run waits on the question: the status bar already counts the first model call
     result.statusWhileAsking = await statusItem(page).innerText();
+    // the chat shows the run up to the question while the pick waits
+    await chat.getByText(env.EXPECT_BEFORE_QUESTION).waitFor({ timeout: 15000 }).catch(() => undefined);
+    result.chatWhileAsking = await chat.locator('#log').innerText().catch(() => '');
+    await page.mouse.move(900, 650); // no hover tooltip over the question
+    await page.waitForTimeout(300);
     await page.screenshot({ path: path.join(shots, 'vscode-confirm.png') });
     await page.keyboard.press('Enter');
     // the next question, answered with Escape
