@@ -25,9 +25,11 @@ from agent_ls.ports.model import (
     ModelRequest,
     TextDelta,
     ThinkingDelta,
+    ToolInputDelta,
     TurnComplete,
+    UsageSoFar,
 )
-from agent_ls.ports.updates import Location, ToolCallUpdate
+from agent_ls.ports.updates import Location, TokenCounts, ToolCallUpdate
 from agent_ls.pricing import cost_usd
 from agent_ls.safety.permissions import hook_allowance
 from agent_ls.settings import Settings
@@ -46,6 +48,9 @@ log = logging.getLogger(__name__)
 CANCELLED_RESULT = "The user cancelled this tool call; it did not complete."
 MAX_RETRIES = 4
 LARGE_RESULT_CHARS = 20_000
+# A turn cancelled mid-stream: its streamed output counted at about this many characters a token
+# (the provider's final count never comes).
+CHARS_PER_TOKEN = 4
 
 
 @dataclass
@@ -124,6 +129,30 @@ class AgentLoop:
         # Where applied edits are recorded for agent.undo: a sub-agent records into its
         # parent session's journal, so undoing the run undoes what its children applied.
         self.journal = session.journal
+        # The usage of the whole run tree so far (a sub-agent reports its root's), sent with
+        # every usage_update so that editors can show tokens while the run goes.
+        self.tree_usage: Callable[[], Usage] = self._own_tree_usage
+        # The turn being streamed: what the provider reported of its usage, and the
+        # characters streamed, counted if the run is cancelled before the turn completes.
+        self._turn_reported = Usage()
+        self._turn_chars = 0
+
+    def _own_tree_usage(self) -> Usage:
+        total = Usage()
+        total.add(self.live_usage)
+        if self.subagents is not None:
+            total.add(self.subagents.totals()[0])
+        return total
+
+    def _cut_turn_usage(self) -> Usage:
+        """The usage of a turn cancelled before it completed: the input the provider reported
+        and the output streamed so far (estimated from its length when not reported)."""
+        cut = Usage()
+        cut.add(self._turn_reported)
+        estimated = -(-self._turn_chars // CHARS_PER_TOKEN)  # ceil
+        cut.output_tokens = max(cut.output_tokens, estimated)
+        self._turn_reported, self._turn_chars = Usage(), 0
+        return cut
 
     def spent(self, usage: Usage) -> float:
         """The session's spending so far, this run's whole tree included."""
@@ -205,6 +234,7 @@ class AgentLoop:
         except asyncio.CancelledError:
             session.close_dangling_tool_uses(CANCELLED_RESULT)
             stop = "cancelled"
+            usage.add(self._cut_turn_usage())  # the provider bills a cut stream too
         except ModelError as exc:
             session.close_dangling_tool_uses(CANCELLED_RESULT)
             stop, error = "error", str(exc)
@@ -278,8 +308,15 @@ class AgentLoop:
     async def _stream_once(self, request: ModelRequest, usage: Usage) -> TurnComplete:
         sid = self.session.id
         separator = self._separator
+        self._turn_reported, self._turn_chars = Usage(), 0
         async for event in self.model.stream(request):
-            if isinstance(event, TextDelta):
+            if isinstance(event, TextDelta | ThinkingDelta):
+                self._turn_chars += len(event.text)
+            elif isinstance(event, ToolInputDelta):
+                self._turn_chars += len(event.partial_json)
+            if isinstance(event, UsageSoFar):
+                self._turn_reported = event.usage
+            elif isinstance(event, TextDelta):
                 if separator:
                     self.port.update(
                         sid,
@@ -305,6 +342,7 @@ class AgentLoop:
                     },
                 )
             elif isinstance(event, TurnComplete):
+                self._turn_reported, self._turn_chars = Usage(), 0
                 usage.add(event.usage)
                 self.session.last_context_tokens = event.usage.context_tokens
                 self.port.update(
@@ -317,6 +355,7 @@ class AgentLoop:
                             "amount": round(self.spent(usage), 6),
                             "currency": "USD",
                         },
+                        "_meta": {"agentLs": {"usage": token_counts(self.tree_usage())}},
                     },
                 )
                 return event
@@ -487,6 +526,15 @@ class AgentLoop:
             },
         )
         return ToolResultBlock(use.id, message, is_error=True)
+
+
+def token_counts(usage: Usage) -> TokenCounts:
+    return {
+        "inputTokens": usage.input_tokens,
+        "outputTokens": usage.output_tokens,
+        "cachedReadTokens": usage.cache_read_tokens,
+        "cachedWriteTokens": usage.cache_write_tokens,
+    }
 
 
 def _raise_if_cancelled() -> None:

@@ -419,7 +419,9 @@ class ChildPort:
             elif call_id not in self.open_calls:
                 self.open_calls.append(call_id)
         raw: dict[str, Any] = dict(update)
-        raw["_meta"] = {**(raw.get("_meta") or {}), **self.meta}
+        meta = dict(raw.get("_meta") or {})
+        meta["agentLs"] = {**(meta.get("agentLs") or {}), **self.meta["agentLs"]}
+        raw["_meta"] = meta
         self.parent.update(self.session_id, cast("SessionUpdate", raw))
 
     def close_open_calls(self, reason: str) -> None:
@@ -602,6 +604,7 @@ class SubagentHost:
         loop.spent_elsewhere = lambda: parent.spent(parent.live_usage) - loop._cost(
             loop.live_usage
         )
+        loop.tree_usage = parent.tree_usage  # its usage_update tells the whole run's tokens
         self.children.append(ChildRecord(definition.name, child_id, loop))
         return loop, port
 

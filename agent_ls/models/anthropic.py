@@ -29,6 +29,7 @@ from agent_ls.ports.model import (
     ToolInputDelta,
     ToolUseStart,
     TurnComplete,
+    UsageSoFar,
 )
 
 log = logging.getLogger(__name__)
@@ -135,6 +136,8 @@ class AnthropicModel(SdkModel["anthropic.AsyncAnthropic"]):
 
 def _translate(event: Any, tool_ids: dict[int, str]) -> ModelEvent | None:
     """Map a raw stream event to ours; the SDK's derived events (``text``...) are skipped."""
+    if event.type == "message_start":
+        return UsageSoFar(usage_of(event.message.usage))
     if event.type == "content_block_start":
         block = event.content_block
         if block.type == "tool_use":
@@ -165,17 +168,20 @@ def complete_turn(message: Any) -> TurnComplete:
             tool_input = b.input if isinstance(b.input, dict) else {"_raw_arguments": str(b.input)}
             blocks.append(ToolUseBlock(id=b.id, name=b.name, input=dict(tool_input)))
     has_tools = any(isinstance(b, ToolUseBlock) for b in blocks)
-    u = message.usage
-    usage = Usage(
+    return TurnComplete(
+        message=Message(role="assistant", content=blocks),
+        stop_reason=normalize_stop_reason(message.stop_reason, has_tools),
+        usage=usage_of(message.usage),
+    )
+
+
+def usage_of(u: Any) -> Usage:
+    """Our :class:`Usage` for the SDK's ``Usage`` (of ``message_start`` or the final message)."""
+    return Usage(
         input_tokens=u.input_tokens or 0,
         output_tokens=u.output_tokens or 0,
         cache_read_tokens=u.cache_read_input_tokens or 0,
         cache_write_tokens=u.cache_creation_input_tokens or 0,
-    )
-    return TurnComplete(
-        message=Message(role="assistant", content=blocks),
-        stop_reason=normalize_stop_reason(message.stop_reason, has_tools),
-        usage=usage,
     )
 
 

@@ -41,6 +41,7 @@ from agent_ls.ports.model import (
     ToolInputDelta,
     ToolUseStart,
     TurnComplete,
+    UsageSoFar,
 )
 
 
@@ -117,6 +118,17 @@ class ScriptModel:
                 retryable=bool(fail.get("retryable", True)),
                 retry_after=fail.get("retry_after", 0),
             )
+        usage_raw = entry.get("usage") or {}
+        usage = Usage(
+            input_tokens=int(usage_raw.get("input_tokens", 0)),
+            output_tokens=int(usage_raw.get("output_tokens", 0)),
+            cache_read_tokens=int(usage_raw.get("cache_read_input_tokens", 0)),
+            cache_write_tokens=int(usage_raw.get("cache_creation_input_tokens", 0)),
+        )
+        # As Anthropic's message_start: the input is known before the first chunk.
+        yield UsageSoFar(
+            Usage(usage.input_tokens, 0, usage.cache_read_tokens, usage.cache_write_tokens)
+        )
         blocks: list[Block] = []
         if entry.get("thinking"):
             thinking = str(entry["thinking"])
@@ -139,13 +151,6 @@ class ScriptModel:
                 await self._pause()
                 yield ToolInputDelta(call_id, piece)
             blocks.append(ToolUseBlock(call_id, name, raw_input))
-        usage_raw = entry.get("usage") or {}
-        usage = Usage(
-            input_tokens=int(usage_raw.get("input_tokens", 0)),
-            output_tokens=int(usage_raw.get("output_tokens", 0)),
-            cache_read_tokens=int(usage_raw.get("cache_read_input_tokens", 0)),
-            cache_write_tokens=int(usage_raw.get("cache_creation_input_tokens", 0)),
-        )
         has_tools = any(isinstance(b, ToolUseBlock) for b in blocks)
         stop = str(entry.get("stop_reason") or ("tool_use" if has_tools else "end_turn"))
         self._next_turn = turn + 1

@@ -54,6 +54,14 @@ class ToolInputDelta:
 
 
 @dataclass(slots=True)
+class UsageSoFar:
+    """What the provider has reported of this turn's usage before it ends (Anthropic's
+    ``message_start``: the input). A turn cancelled before :class:`TurnComplete` counts it."""
+
+    usage: Usage
+
+
+@dataclass(slots=True)
 class TurnComplete:
     """The whole assistant message of this turn, with why it stopped and what it cost.
 
@@ -66,7 +74,9 @@ class TurnComplete:
     usage: Usage = field(default_factory=Usage)
 
 
-ModelEvent = TextDelta | ThinkingDelta | ToolUseStart | ToolInputDelta | TurnComplete
+ModelEvent = (
+    TextDelta | ThinkingDelta | ToolUseStart | ToolInputDelta | UsageSoFar | TurnComplete
+)
 
 
 class ModelError(Exception):

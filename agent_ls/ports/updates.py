@@ -95,6 +95,24 @@ class Cost(TypedDict):
     currency: Literal["USD"]
 
 
+class TokenCounts(TypedDict):
+    """A run's ``usage`` as ``agent.ask`` answers it."""
+
+    inputTokens: int
+    outputTokens: int
+    cachedReadTokens: int
+    cachedWriteTokens: int
+
+
+class UsageMetaAgentLs(TypedDict):
+    usage: TokenCounts  # the run's usage so far, its sub-agents included
+    parentToolCallId: NotRequired[str]  # a sub-agent's model call
+
+
+class UsageMeta(TypedDict):
+    agentLs: UsageMetaAgentLs
+
+
 class UsageUpdate(TypedDict):
     """``used``: the context the last request filled; ``size``: the window; the session's cost."""
 
@@ -102,6 +120,7 @@ class UsageUpdate(TypedDict):
     used: int
     size: int
     cost: NotRequired[Cost]
+    _meta: NotRequired[UsageMeta]
 
 
 class CurrentModeUpdate(TypedDict):

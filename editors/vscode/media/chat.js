@@ -153,7 +153,19 @@
     return shown;
   }
 
-  function renderDiff(item) {
+  // Which of an edit's hunks landed, from its rawOutput: {status: partial, landed, hunks} or
+  // applied / rejected (all or none). null: not decided yet (or not an edit's outcome).
+  function hunkOutcome(raw) {
+    if (!raw || typeof raw !== 'object') return null;
+    if (raw.status === 'partial' && Array.isArray(raw.landed)) {
+      return { total: raw.hunks, landed: (k) => raw.landed.includes(k) };
+    }
+    if (raw.status === 'applied' || raw.status === 'unconfirmed') return { total: null, landed: () => true };
+    if (raw.status === 'rejected') return { total: null, landed: () => false };
+    return null;
+  }
+
+  function renderDiff(item, outcome) {
     const wrap = document.createElement('div');
     wrap.className = 'diff';
     const head = document.createElement('div');
@@ -161,13 +173,40 @@
     head.textContent = (item.oldText === null || item.oldText === undefined ? 'new file ' : '') + item.path;
     wrap.appendChild(head);
     const pre = document.createElement('pre');
-    for (const [op, text] of diffLines(item.oldText, item.newText || '')) {
+    const ops = diffLines(item.oldText, item.newText || '');
+    // A hunk of the review is a run of changed lines between unchanged ones, as the server
+    // splits them; mark each only when the runs are exactly the hunks it proposed.
+    const runs = [];
+    ops.forEach(([op], k) => {
+      if (op === '+' || op === '-') {
+        if (k === 0 || (ops[k - 1][0] !== '+' && ops[k - 1][0] !== '-')) runs.push(k);
+      }
+    });
+    const marked = outcome && (outcome.total === null || outcome.total === runs.length);
+    let hunk = -1;
+    let landed = true;
+    ops.forEach(([op, text], k) => {
+      if (marked && runs.includes(k)) {
+        hunk = runs.indexOf(k);
+        landed = outcome.landed(hunk);
+        const mark = document.createElement('div');
+        mark.className = 'hunk-mark ' + (landed ? 'landed' : 'rejected');
+        mark.textContent = (landed ? '✓ hunk ' : '✗ hunk ') + (hunk + 1) + (landed ? ' applied' : ' rejected');
+        pre.appendChild(mark);
+      }
       const line = document.createElement('div');
       line.className = op === '+' ? 'add' : op === '-' ? 'del' : op === '…' ? 'gap' : 'ctx';
+      if (marked && (op === '+' || op === '-')) line.classList.add(landed ? 'landed' : 'rejected');
       line.textContent = op === '…' ? '…' : op + ' ' + text;
       pre.appendChild(line);
-    }
+    });
     wrap.appendChild(pre);
+    if (outcome && !marked && outcome.total) {
+      const note = document.createElement('div');
+      note.className = 'hunk-mark';
+      note.textContent = 'hunks ' + outcome.total + ' proposed; see the header for those applied';
+      wrap.appendChild(note);
+    }
     return wrap;
   }
 
@@ -210,11 +249,11 @@
   }
 
   function toolContent(call) {
-    const box = call.el.querySelector('.tool-body');
+    const box = call.el.querySelector(':scope > .tool-body');
     box.textContent = '';
     for (const item of call.content || []) {
       if (item.type === 'diff') {
-        box.appendChild(renderDiff(item));
+        box.appendChild(renderDiff(item, call.kind === 'edit' ? hunkOutcome(call.raw) : null));
       } else if (item.type === 'content' && item.content && item.content.type === 'text') {
         const pre = document.createElement('pre');
         pre.className = 'output';
@@ -243,8 +282,10 @@
   }
 
   function toolHeader(call) {
-    const head = call.el.querySelector('.tool-head');
-    head.textContent = (ICONS[call.status] || '•') + ' ' + (call.title || 'tool') + ' · ' + call.status.replace('_', ' ') + editOutcome(call);
+    const head = call.el.querySelector(':scope > .tool-head');
+    // a task card: its status, then what its sub-agent cost so far
+    const cost = call.children && call.cost ? ' · $' + call.cost.toFixed(4) : '';
+    head.textContent = (ICONS[call.status] || '•') + ' ' + (call.title || 'tool') + ' · ' + call.status.replace('_', ' ') + editOutcome(call) + cost;
     call.el.className = 'tool ' + call.status + (call.kind ? ' kind-' + call.kind : '');
   }
 
@@ -260,7 +301,7 @@
       const box = document.createElement('details');
       box.className = 'tool-children';
       box.innerHTML = '<summary></summary>';
-      parent.el.insertBefore(box, parent.el.querySelector('.tool-body'));
+      parent.el.insertBefore(box, parent.el.querySelector(':scope > .tool-body'));
       parent.children = { box, calls: [] };
     }
     return parent.children;
@@ -277,6 +318,7 @@
     if (failed) text += ' · ' + failed + ' failed';
     if (parent.cost) text += ' · $' + parent.cost.toFixed(4);
     list.box.querySelector('summary').textContent = text;
+    toolHeader(parent);
   }
 
   function onToolCall(u) {

@@ -39,6 +39,9 @@ interface AgentUpdate {
   update: Record<string, unknown> & { sessionUpdate?: string };
 }
 
+/** The answers that refuse: the safe default of a question. */
+const REFUSALS = ['Deny', 'Reject'];
+
 function errorText(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
@@ -60,7 +63,9 @@ class Agent implements vscode.Disposable {
   private mode = 'default';
   // the shell sandbox as agent.status reports it (undefined until the server answered)
   private sandbox: SandboxStatus | undefined;
-  private tokens = 0;
+  private tokens = 0; // of the runs that ended
+  // the tokens so far of each session's run in flight (usage_update's _meta.agentLs.usage)
+  private readonly runTokens = new Map<string, number>();
   private cost = 0;
   private context = { used: 0, size: 0 };
   private sessionId?: string;
@@ -167,7 +172,7 @@ class Agent implements vscode.Disposable {
       return undefined;
     }
     // Confirmations as modal dialogs that show the whole message (the command to run).
-    client.onRequest(ShowMessageRequest.type, (params) => this.confirm(params));
+    client.onRequest(ShowMessageRequest.type, (params, token) => this.confirm(params, token));
     this.client = client;
     this.renderStatus();
     void this.refreshSandbox(client);
@@ -200,10 +205,12 @@ class Agent implements vscode.Disposable {
 
   // -- what the server asks -----------------------------------------------------------------
 
-  private async confirm(params: ShowMessageRequestParams): Promise<MessageActionItem | null> {
+  // A question with a refusing answer (Deny, Reject) is a quick pick, not a modal dialog: VS
+  // Code's modal makes its first button primary and focused (Enter or Space would run the risky
+  // command) and its close affordance a button of its own, so no modal can have Deny both the
+  // default and the Escape answer without an extra Cancel. See editors/README.md.
+  private async confirm(params: ShowMessageRequestParams, token?: vscode.CancellationToken): Promise<MessageActionItem | null> {
     const actions = params.actions ?? [];
-    const [first, ...rest] = params.message.split('\n');
-    const detail = rest.join('\n').trim() || undefined;
     const show = params.type === MessageType.Error
       ? vscode.window.showErrorMessage
       : params.type === MessageType.Warning
@@ -213,8 +220,64 @@ class Agent implements vscode.Disposable {
       void show(params.message);
       return null;
     }
-    const choice = await show(first, { modal: true, detail }, ...actions);
-    return choice ?? null; // dismissed: the server treats it as Deny
+    const refusal = actions.find((a) => REFUSALS.includes(a.title));
+    if (!refusal) {
+      const [first, ...rest] = params.message.split('\n');
+      const choice = await show(first, { modal: true, detail: rest.join('\n').trim() || undefined }, ...actions);
+      return choice ?? null; // dismissed: the server treats it as a refusal
+    }
+    return this.pickAnswer(params.message, actions, refusal, token);
+  }
+
+  /** The question as a quick pick: the refusal first and active, so Enter and Escape refuse. */
+  private pickAnswer(
+    message: string,
+    actions: MessageActionItem[],
+    refusal: MessageActionItem,
+    token?: vscode.CancellationToken,
+  ): Promise<MessageActionItem> {
+    const lines = message.split('\n').map((l) => l.trim()).filter(Boolean);
+    const [question, subject, ...notes] = lines;
+    const grantNote = notes.find((l) => l.startsWith('"Allow for this session"'));
+    const whyNote = notes.filter((l) => l !== grantNote).join(' ');
+    type Item = vscode.QuickPickItem & { action: MessageActionItem };
+    const items: Item[] = [refusal, ...actions.filter((a) => a !== refusal)].map((action) => ({
+      label: action.title,
+      action,
+      description: action === refusal ? '(Enter, Escape)' : undefined,
+      detail: action === refusal ? whyNote || undefined : action.title === 'Allow for this session' ? grantNote : undefined,
+    }));
+    // the whole question stays readable in the chat while the pick is open
+    this.chat.post({ type: 'note', text: `Asked: ${lines.join(' ')}` });
+    return new Promise((resolve) => {
+      const pick = vscode.window.createQuickPick<Item>();
+      pick.title = `agent-ls: ${question ?? 'Confirm'}`;
+      pick.placeholder = subject ?? question;
+      pick.items = items;
+      pick.activeItems = [items[0]];
+      pick.ignoreFocusOut = true;
+      pick.matchOnDetail = false;
+      let answered: MessageActionItem = refusal;
+      let withdrawn = false;
+      const done = (action: MessageActionItem) => {
+        answered = action;
+        pick.hide();
+      };
+      const subscriptions = [
+        pick.onDidAccept(() => done(pick.activeItems[0]?.action ?? refusal)),
+        pick.onDidHide(() => {
+          subscriptions.forEach((d) => d.dispose());
+          pick.dispose();
+          this.chat.post({ type: 'note', text: withdrawn ? 'The question was withdrawn.' : `Answered: ${answered.title}` });
+          resolve(answered);
+        }),
+        token?.onCancellationRequested(() => {
+          withdrawn = true; // the server stopped waiting (cancel, timeout): nothing is answered
+          done(refusal);
+        }) ?? { dispose() {} },
+      ];
+      pick.show();
+    });
   }
 
   private async getDiagnostics(client: LanguageClient, params: { uri?: string } | null) {
@@ -253,9 +316,13 @@ class Agent implements vscode.Disposable {
     if (u.sessionUpdate === 'usage_update') {
       const cost = u.cost as { amount?: number } | undefined;
       this.cost = cost?.amount ?? this.cost;
-      const meta = u._meta as { agentLs?: { parentToolCallId?: string } } | undefined;
+      const meta = u._meta as { agentLs?: { parentToolCallId?: string; usage?: RunResult['usage'] } } | undefined;
       if (!meta?.agentLs?.parentToolCallId) { // a sub-agent's context is not the session's
         this.context = { used: Number(u.used ?? 0), size: Number(u.size ?? 0) };
+      }
+      const run = meta?.agentLs?.usage;
+      if (run && params.sessionId) {
+        this.runTokens.set(params.sessionId, (run.inputTokens ?? 0) + (run.outputTokens ?? 0));
       }
       this.renderStatus();
     } else if (u.sessionUpdate === 'current_mode_update') {
@@ -291,6 +358,9 @@ class Agent implements vscode.Disposable {
     this.chat.post({ type: 'running', running: this.running > 0 });
     if (this.running === 0) {
       this.progress = undefined;
+      // a run that ended without a result (an error) still used what it reported
+      this.tokens = this.shownTokens();
+      this.runTokens.clear();
     }
     this.renderStatus();
   }
@@ -308,6 +378,7 @@ class Agent implements vscode.Disposable {
       this.chat.post({ type: 'result', result: result as unknown as Record<string, unknown> });
       if (result) {
         this.sessionId = result.sessionId ?? this.sessionId;
+        this.runTokens.delete(result.sessionId);
         this.tokens += (result.usage?.inputTokens ?? 0) + (result.usage?.outputTokens ?? 0);
         if (result.stopReason === 'error') {
           void vscode.window.showErrorMessage(`agent-ls: ${result.error ?? 'the run failed'}`);
@@ -582,6 +653,15 @@ class Agent implements vscode.Disposable {
     }
   }
 
+  /** The window's tokens: the runs that ended and those still going. */
+  private shownTokens(): number {
+    let total = this.tokens;
+    for (const n of this.runTokens.values()) {
+      total += n;
+    }
+    return total;
+  }
+
   renderStatus(): void {
     const parts = [`$(hubot) ${this.mode}`];
     if (this.sandbox) {
@@ -590,8 +670,9 @@ class Agent implements vscode.Disposable {
     if (this.running > 0) {
       parts.push('$(sync~spin)');
     }
-    if (this.tokens > 0) {
-      parts.push(`${shortNumber(this.tokens)} tok`);
+    const tokens = this.shownTokens();
+    if (tokens > 0) {
+      parts.push(`${shortNumber(tokens)} tok`);
     }
     if (this.cost > 0) {
       parts.push(`$${this.cost.toFixed(4)}`);
@@ -605,7 +686,7 @@ class Agent implements vscode.Disposable {
     if (this.sessionId) {
       md.appendMarkdown(`Session \`${this.sessionId}\`\n\n`);
     }
-    md.appendMarkdown(`Tokens this window: ${this.tokens.toLocaleString()} · cost $${this.cost.toFixed(4)}`);
+    md.appendMarkdown(`Tokens this window: ${tokens.toLocaleString()} · cost $${this.cost.toFixed(4)}`);
     if (this.context.size) {
       md.appendMarkdown(` · context ${Math.round((100 * this.context.used) / this.context.size)}%`);
     }

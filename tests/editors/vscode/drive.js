@@ -38,6 +38,19 @@ async function palette(page, title) {
   throw new Error(`palette command not found: ${title}`);
 }
 
+// Drag the side bar's edge so the chat is wide enough to read in a screenshot.
+async function widenSidebar(page, width) {
+  const box = await page.locator('.part.sidebar').boundingBox();
+  if (!box || box.width >= width) return;
+  const x = box.x + box.width + 2;
+  const y = box.y + box.height / 2;
+  await page.mouse.move(x, y);
+  await page.mouse.down();
+  await page.mouse.move(box.x + width, y, { steps: 8 });
+  await page.mouse.up();
+  await page.waitForTimeout(300);
+}
+
 (async () => {
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'agent-ls-chromium-'));
   const ctx = await chromium.launchPersistentContext(profile, {
@@ -98,6 +111,15 @@ async function palette(page, title) {
     result.editor = await page.locator('.monaco-editor .view-lines').first().innerText();
     result.status = await page.locator('.statusbar-item', { hasText: 'default' }).first().innerText().catch(() => '');
     await page.screenshot({ path: path.join(shots, 'vscode-applied.png') });
+    // the edit's card marks which hunk landed and which was rejected
+    const edit = chat.locator('.tool.kind-edit').first();
+    result.hunkMarks = await edit.locator('.hunk-mark').allInnerTexts();
+    result.rejectedLines = await edit.locator('.diff pre div.rejected:not(.hunk-mark)').allInnerTexts();
+    result.landedLines = await edit.locator('.diff pre div.landed:not(.hunk-mark)').allInnerTexts();
+    await widenSidebar(page, 560);
+    await edit.scrollIntoViewIfNeeded();
+    await page.waitForTimeout(200);
+    await page.screenshot({ path: path.join(shots, 'vscode-outcome.png') });
 
     // Agent: Set Mode… -> the status bar follows; Agent: Show Usage -> a notification
     await palette(page, 'Agent: Set Mode');
