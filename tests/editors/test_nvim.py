@@ -413,3 +413,49 @@ def test_a_sub_agents_calls_are_indented_under_its_task(nvim: str, tmp_path: Pat
     indent = len(lines[child]) - len(lines[child].lstrip())
     assert indent >= len(lines[task_line]) - len(lines[task_line].lstrip()) + 4, data["chat"]
     assert "The sub-agent found it." in data["chat"]
+
+
+def test_the_chat_streams_while_a_question_is_open(
+    nvim: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Neovim's own vim.ui.select (inputlist) would hold the event loop until answered; the
+    plugin's question must not: a sibling sub-agent's text reaches the chat meanwhile."""
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "a.txt").write_text("hello\n", encoding="utf-8")
+    marker = "(end of the sibling's stream)"
+    monkeypatch.setenv("AGENT_LS_TEST_MARKER", marker)
+    streamed = "Reading on while you decide. " * 6 + marker
+    with FakeAPI() as api:
+        api.enqueue(
+            Turn(  # the parent starts two sub-agents at once
+                tool_uses=[
+                    ("task", {"description": "one", "prompt": "go", "agent": "general"}),
+                    ("task", {"description": "two", "prompt": "go", "agent": "general"}),
+                ]
+            ),
+            # whichever child asks first runs the command; the other one streams, slowly and
+            # starting later, so most of its text arrives while the question is open
+            Turn(tool_uses=[("run_shell", {"command": "touch asked.txt"})]),
+            Turn(text=streamed, latency=1.0, chunk_delay=0.08),
+            Turn(text="Touched it."),  # the asking child, once allowed
+            Turn(text="Both sub-agents are done."),  # the parent
+        )
+        model_env = {
+            "AGENT_LS_MODEL": "anthropic:claude-test-1",
+            "ANTHROPIC_BASE_URL": api.url,
+            "ANTHROPIC_API_KEY": "test-key",
+        }
+        data = run_nvim(nvim, tmp_path, "stream_while_asking.lua", None, model_env=model_env)
+    ctx = data["_context"]
+    assert data["builtin_select"] is True  # the test runs with Neovim's own select
+    assert any("touch asked.txt" in line for line in data["picker"]), data["picker"]
+    assert "1. Allow" in data["picker"] and data["picker"][-3].endswith("Deny"), data["picker"]
+    # text streamed after the question opened was in the chat before it was answered
+    assert marker not in data["chat_at_open"], data["chat_at_open"]
+    assert marker in data["chat_before_answer"]
+    assert data["picker_still_open"] and data["picker_focused"], ctx
+    # the key answered it: the command ran and the run finished
+    assert data["picker_closed"] is True
+    assert data["result"]["stopReason"] == "end_turn", ctx
+    assert (tmp_path / "ws" / "asked.txt").exists(), ctx
+    assert "Both sub-agents are done." in data["chat"]
