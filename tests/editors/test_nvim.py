@@ -8,6 +8,10 @@ model is the ``script:`` provider, so runs are deterministic and offline.
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -459,3 +463,60 @@ def test_the_chat_streams_while_a_question_is_open(
     assert data["result"]["stopReason"] == "end_turn", ctx
     assert (tmp_path / "ws" / "asked.txt").exists(), ctx
     assert "Both sub-agents are done." in data["chat"]
+
+
+def _readme_block(text: str, lang: str, containing: str) -> str:
+    blocks = re.findall(rf"```{lang}\n(.*?)```", text, re.S)
+    found = [b for b in blocks if containing in b]
+    assert len(found) == 1, f"editors/README.md has no single ```{lang} block with {containing!r}"
+    return found[0]
+
+
+@pytest.mark.timeout(180)
+def test_the_readme_install_steps_leave_a_clone_clean(nvim: str, tmp_path: Path) -> None:
+    """editors/README.md's Neovim install (packages + init.lua), verbatim, in a fresh clone."""
+    from tests.editors.helpers import REPO
+
+    if not (REPO / ".git").exists():
+        pytest.skip("the repository is not a git checkout: nothing to clone")
+    clone = tmp_path / "agent-ls"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True, timeout=120)
+    readme = (REPO / "editors" / "README.md").read_text(encoding="utf-8")
+    steps = _readme_block(readme, "sh", "pack/agent-ls/start").replace(
+        "/path/to/agent-ls", str(clone)
+    )
+    init_lua = _readme_block(readme, "lua", "require('agent_ls').setup({\n")
+    # a user's own Neovim: HOME is the test's, the XDG folders are the defaults under it
+    env = isolated_env(tmp_path)
+    for key in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"):
+        env.pop(key)
+    home = Path(env["HOME"])
+    # `nvim` and `agent-ls` on PATH, as the steps expect
+    env["PATH"] = os.pathsep.join([str(Path(nvim).parent), str(Path(sys.executable).parent),
+                                   env.get("PATH", "")])  # fmt: skip
+    done = run_bounded(["bash", "-euo", "pipefail", "-c", steps], env=env, cwd=home, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (home / ".config" / "nvim").mkdir(parents=True)
+    (home / ".config" / "nvim" / "init.lua").write_text(init_lua, encoding="utf-8")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.py").write_text("x = 1\n", encoding="utf-8")
+    out = tmp_path / "out.json"
+    env["AGENT_LS_TEST_OUT"] = str(out)
+    script = HERE / "nvim" / "installed.lua"
+    done = run_bounded(
+        [nvim, "--headless", "-c", f"luafile {script}", "a.py"], env=env, cwd=ws, timeout=60
+    )
+    assert out.exists(), done.stdout + done.stderr
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert not data.get("error"), data
+    assert data["plugin"] == str(
+        home / ".local/share/nvim/site/pack/agent-ls/start/agent-ls/lua/agent_ls/init.lua"
+    ), data
+    assert data["command"] is True and data["client"] is True, data
+    assert data["help"] == "agent-ls.txt", data
+    # nothing the steps made (helptags' doc/tags) shows as untracked or changed in the clone
+    status = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True, check=True
+    ).stdout
+    assert status == "", status
