@@ -186,6 +186,13 @@ def test_ask_review_accept_one_hunk_reject_other(nvim: str, tmp_path: Path) -> N
     assert data["inline_virt_lines"] >= 2, ctx
     assert data["first_virt_line"] == "+ def bar():  # 🎉 fête", ctx
     assert data["buffer_during_review"] == NAMES_PY.splitlines(), ctx
+    # the labels fit beside the code (they were cut off at the window's edge), the header does
+    # not say "agent" twice
+    assert data["inline_labels"] == [
+        "  hunk 1/2 · :AgentAccept 1 · :AgentReject 1",
+        "  hunk 2/2 · :AgentAccept 2 · :AgentReject 2",
+    ], data["inline_labels"]
+    assert data["review_list"][0] == "Agent edit: edit_file names.py · 2 hunks", data["review_list"]
     listing = "\n".join(data["review_list"])
     assert "- def foo():" in listing and "+ def bar():" in listing, listing
     assert "- 結果 = foo()" in listing and "+ 結果 = bar()" in listing, listing
@@ -232,6 +239,12 @@ def test_ask_review_accept_one_hunk_reject_other(nvim: str, tmp_path: Path) -> N
     assert "✓ Read names.py · completed" in chat, chat
     assert "✓ Edit names.py · completed · partly applied (hunk 1)" in chat, chat
     assert "```diff" in chat and "+def bar():" in chat, chat
+    # rendered cleanly: no runs of empty lines (each turn's text came with its own), no empty
+    # context line closing a diff (the file's final newline counted twice)
+    assert "\n\n\n" not in chat, chat
+    lines = chat.splitlines()
+    closing = [i for i, line in enumerate(lines) if line == "```"]
+    assert closing and all(lines[i - 1].strip() for i in closing), chat
     chunks = "".join(u["content"]["text"] for u in updates_of(data, "agent_message_chunk"))
     assert chunks == result["text"]
     assert len(updates_of(data, "agent_message_chunk")) > 5  # really streamed in pieces

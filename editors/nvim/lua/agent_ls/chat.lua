@@ -200,7 +200,11 @@ local function diff_lines(item)
   local new = item.newText or ''
   local lines = { '```diff', '--- ' .. (old and util.short(item.path) or '/dev/null'), '+++ ' .. util.short(item.path) }
   local differ = (vim.text and vim.text.diff) or vim.diff
-  local ok, diff = pcall(differ, (old or '') .. '\n', new .. '\n', { result_type = 'unified', ctxlen = 1 })
+  -- one final newline each: texts that end in one already would diff an empty last line
+  local function ended(t)
+    return t:sub(-1) == '\n' and t or t .. '\n'
+  end
+  local ok, diff = pcall(differ, ended(old or ''), ended(new), { result_type = 'unified', ctxlen = 1 })
   if ok and type(diff) == 'string' then
     for _, l in ipairs(util.lines(diff)) do
       if l ~= '' then
@@ -363,7 +367,12 @@ function M.on_update(params)
   local kind = u.sessionUpdate
   if kind == 'agent_message_chunk' then
     local text = content_text(u.content)
-    if text then
+    if text and S.block ~= 'text' then
+      -- a turn's text after a tool call starts with the newlines that part it from the last
+      -- turn's; the new paragraph parts it already (else: runs of empty lines)
+      text = text:gsub('^\n+', '')
+    end
+    if text and text ~= '' then
       start_text()
       append_text(text)
     end
