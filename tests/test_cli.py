@@ -395,3 +395,19 @@ def test_run_shows_a_sub_agents_tool_calls_indented(workspace: Path) -> None:
     assert child > task_line
     assert lines[child].startswith("    → ")
     assert any(line.startswith("✓ Find the greeting") for line in lines[child:])
+
+
+def test_run_parts_the_turns_texts_by_one_empty_line(workspace: Path) -> None:
+    script = {
+        "turns": [
+            {
+                "text": "Reading app.py.",
+                "tool_calls": [{"name": "read_file", "input": {"file_path": "app.py"}}],
+            },
+            {"text": "It greets."},
+        ]
+    }
+    done = agent_ls("run", "--no", "What does app.py do?", cwd=workspace, script=script)
+    assert done.returncode == 0, done.stderr
+    # not three newlines: the line the tool call broke counts as one of the turns' two
+    assert done.stdout == "Reading app.py.\n\nIt greets.\n", repr(done.stdout)
