@@ -174,6 +174,10 @@ class Tmux:
         )  # fmt: skip
         self._run("set-option", "-t", "shot", "status", "off")
 
+    def send_keys(self, *keys: str) -> None:
+        """Type into the program (tmux key names: ``Enter``, ``C-c``; other strings literally)."""
+        self._run("send-keys", "-t", "shot", *keys)
+
     def capture(self) -> str:
         return self._run("capture-pane", "-e", "-p", "-t", "shot")
 
