@@ -429,7 +429,12 @@ def test_a_sub_agents_calls_are_indented_under_its_task(nvim: str, tmp_path: Pat
     assert child > task_line, data["chat"]
     indent = len(lines[child]) - len(lines[child].lstrip())
     assert indent >= len(lines[task_line]) - len(lines[task_line].lstrip()) + 4, data["chat"]
-    assert "The sub-agent found it." in data["chat"]
+    # the sub-agent's text sits under its task after the calls it made first (it read before
+    # them), and before the parent's answer
+    said = next(i for i, line in enumerate(lines) if "a.txt says hello" in line)
+    answer = next(i for i, line in enumerate(lines) if "The sub-agent found it." in line)
+    assert task_line < child < said < answer, data["chat"]
+    assert lines[said].startswith("    "), data["chat"]
 
 
 def test_the_chat_streams_while_a_question_is_open(

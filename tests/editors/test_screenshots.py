@@ -90,7 +90,10 @@ NVIM_SCRIPT = {
                 }
             ],
         },
-        {"text": "Done: the definition is now `bar()`; the call site kept `foo()` as you chose."},
+        {
+            "text": "Done: the definition is now `bar()`; the call site kept `foo()` as you chose.",
+            "usage": {"input_tokens": 1830, "output_tokens": 74},
+        },
     ],
 }
 
@@ -119,7 +122,7 @@ def test_nvim_screenshot(nvim: str, tmp_path: Path) -> None:
     try:
         tmux.start([nvim, "--clean", "-u", str(HERE / "nvim" / "screenshot.lua")], env, ws)
         shot = _shoot(tmux, shots, "review", "nvim", chromium)
-        _shoot(tmux, shots, "done", "nvim-done", chromium)
+        done_shot = _shoot(tmux, shots, "done", "nvim-partial", chromium)
         _wait_file(out, 20, "the result", tmux)
     finally:
         tmux.kill()
@@ -127,6 +130,7 @@ def test_nvim_screenshot(nvim: str, tmp_path: Path) -> None:
     assert not data.get("error"), data.get("error")
     assert data["result"]["stopReason"] == "end_turn"
     _publish(shot, "nvim.png")
+    _publish(done_shot, "nvim-partial.png")
 
 
 EMACS_SCRIPT = {
@@ -321,3 +325,78 @@ def test_cli_screenshot(tmp_path: Path) -> None:
     render_png(screen, "cli", out, chromium, cols, rows)
     assert out.exists() and out.stat().st_size > 5_000
     _publish(out, "cli.png")
+
+
+TASK_SCRIPT = {
+    "chunk_size": 6,
+    "turns": [
+        {
+            "text": "A sub-agent can look around while I wait.",
+            "tool_calls": [
+                {
+                    "name": "task",
+                    "input": {
+                        "description": "Find the greeting",
+                        "prompt": "Where is the greeting made, and who calls it?",
+                        "agent": "explore",
+                    },
+                }
+            ],
+        },
+        {  # the sub-agent: its own calls, shown under its task
+            "tool_calls": [
+                {"name": "grep_search", "input": {"pattern": "greet"}},
+                {"name": "read_file", "input": {"file_path": "app.py"}},
+            ]
+        },
+        {"text": "greet() builds it in app.py (line 2); main() calls it (line 6)."},
+        {
+            "text": "The greeting is made by `greet()` in app.py and called from `main()`.",
+            "usage": {"input_tokens": 2410, "output_tokens": 58},
+        },
+    ],
+}
+
+APP_PY_TASK = """def greet(name):
+    return "Hello " + name
+
+
+def main():
+    print(greet("world"))
+"""
+
+
+def test_nvim_task_screenshot(nvim: str, tmp_path: Path) -> None:
+    """Neovim's chat with a sub-agent's task and the calls it made indented under it."""
+    chromium = _tools()
+    ARTIFACTS.mkdir(exist_ok=True)
+    ws, shots = tmp_path / "ws", tmp_path / "shots"
+    ws.mkdir()
+    shots.mkdir()
+    (ws / "app.py").write_text(APP_PY_TASK, encoding="utf-8")
+    out = tmp_path / "out.json"
+    env = isolated_env(
+        tmp_path,
+        AGENT_LS_MODEL=write_script(tmp_path / "model.json", TASK_SCRIPT),
+        AGENT_LS_PLUGIN_DIR=str(EDITORS / "nvim"),
+        AGENT_LS_HARNESS=str(HERE / "nvim" / "harness.lua"),
+        AGENT_LS_TEST_WS=str(ws),
+        AGENT_LS_TEST_OUT=str(out),
+        AGENT_LS_SHOT_DIR=str(shots),
+        AGENT_LS_SERVER_CMD=json.dumps(server_cmd()),
+    )
+    tmux = Tmux(tmp_path / "tmux.sock", COLS, ROWS)
+    try:
+        tmux.start([nvim, "--clean", "-u", str(HERE / "nvim" / "screenshot_task.lua")], env, ws)
+        shot = _shoot(tmux, shots, "task", "nvim-task", chromium)
+        _wait_file(out, 20, "the result", tmux)
+    finally:
+        tmux.kill()
+    data = json.loads(out.read_text())
+    assert not data.get("error"), data.get("error")
+    assert data["result"]["stopReason"] == "end_turn"
+    lines = data["chat"].splitlines()
+    task = next(i for i, line in enumerate(lines) if "Find the greeting" in line)
+    child = [line for line in lines[task + 1 :] if "Read app.py" in line]
+    assert child and child[0].startswith("    "), data["chat"]
+    _publish(shot, "nvim-task.png")

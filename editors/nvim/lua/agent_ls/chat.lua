@@ -307,16 +307,42 @@ local function new_region(header)
   return region
 end
 
+--- A call's lines under its header. A `task` shows its sub-agent's calls first, indented,
+--- then what the sub-agent wrote: its calls are not regions of their own at the end of the
+--- chat, where the sub-agent's text would read before the calls that came first.
+local function call_lines(call)
+  local lines = {}
+  for _, child in ipairs(call.children or {}) do
+    lines[#lines + 1] = call_line(child)
+    vim.list_extend(lines, call_body(child))
+  end
+  return vim.list_extend(lines, call_body(call))
+end
+
+local function render_call(call)
+  render_region(call, call_line(call), call_lines(call))
+end
+
 local function on_tool_call(u)
   local call = { title = u.title, kind = u.kind, status = u.status or 'pending', content = u.content }
-  if parent_call(u) then
+  local parent_id = parent_call(u)
+  if parent_id then
     call.indent = '    '
+  end
+  local parent = parent_id and S.calls[parent_id]
+  if parent then
+    call.parent = parent
+    parent.children = parent.children or {}
+    parent.children[#parent.children + 1] = call
+    S.calls[u.toolCallId or ('call' .. tostring(#parent.children))] = call
+    render_call(parent)
+    return
   end
   local region = new_region(call_line(call))
   call.mark, call.n = region.mark, 0
   S.calls[u.toolCallId or ('call' .. call.mark)] = call
   if call.content then
-    render_region(call, call_line(call), call_body(call))
+    render_call(call)
   end
 end
 
@@ -338,7 +364,7 @@ local function on_tool_call_update(u)
   if u.rawOutput ~= nil then
     call.raw = u.rawOutput
   end
-  render_region(call, call_line(call), call_body(call))
+  render_call(call.parent or call)
 end
 
 local function on_plan(u)
