@@ -237,7 +237,7 @@ def test_ask_review_accept_one_hunk_reject_other(nvim: str, tmp_path: Path) -> N
     assert "Review: accepted 1 of 2 hunks" in chat, chat
     assert "All done: the definition is renamed, the call site kept as you chose." in chat
     assert "✓ Read names.py · completed" in chat, chat
-    assert "✓ Edit names.py · completed · partly applied (hunk 1)" in chat, chat
+    assert "✓ Edit names.py · completed · partly applied (hunk 1 of 2)" in chat, chat
     assert "```diff" in chat and "+def bar():" in chat, chat
     # rendered cleanly: no runs of empty lines (each turn's text came with its own), no empty
     # context line closing a diff (the file's final newline counted twice)

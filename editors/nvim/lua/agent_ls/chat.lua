@@ -227,7 +227,9 @@ local function edit_outcome(call)
     for _, i in ipairs(raw.landed) do
       hunks[#hunks + 1] = tostring(i + 1)
     end
-    return (' · partly applied (hunk%s %s)'):format(#hunks == 1 and '' or 's', table.concat(hunks, ', '))
+    local of = type(raw.hunks) == 'number' and (' of %d'):format(raw.hunks) or ''
+    return (' · partly applied (hunk%s %s%s)'):format(#hunks == 1 and '' or 's',
+      table.concat(hunks, ', '), of)
   end
   return ' · ' .. raw.status
 end
