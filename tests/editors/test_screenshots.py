@@ -1,6 +1,7 @@
-"""Screenshots of the terminal editors for the README: Neovim (the plugin's chat, inline review
-and review split) and Emacs (plain eglot), each in its real TUI inside tmux, captured with
-colours and rendered by headless Chromium into ``test-artifacts/``.
+"""Screenshots of the terminal front ends for the README: Neovim (the plugin's chat, inline
+review and review split, a partial accept, a sub-agent's task), Emacs (plain eglot) and
+``agent-ls run`` typed into bash, each in its real TUI inside tmux, captured with colours and
+rendered by headless Chromium into ``test-artifacts/``.
 
 They need Chromium and tmux, so they run with the VS Code tier (``AGENT_LS_VSCODE_TIER=1``).
 ``AGENT_LS_UPDATE_DOCS_IMAGES=1`` also copies them into ``docs/images/``.
