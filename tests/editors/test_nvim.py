@@ -538,3 +538,16 @@ def test_the_readme_install_steps_leave_a_clone_clean(nvim: str, tmp_path: Path)
         ["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True, check=True
     ).stdout
     assert status == "", status
+
+
+def test_the_floating_question_fails_closed(nvim: str, tmp_path: Path) -> None:
+    """<CR> at once picks Deny (the cursor starts there); <Esc>, q and :q are no answer."""
+    data = run_nvim(nvim, tmp_path, "picker.lua", {"turns": [{"text": "unused"}]})
+    assert data["answers"] == {
+        "<CR>": "Deny",
+        "<Esc>": "nil",
+        "q": "nil",
+        "2": "Allow for this session",
+        ":q<CR>": "nil",
+    }, data["answers"]
+    assert data["windows_left"] == 1  # every float closed
