@@ -239,6 +239,9 @@ def test_ask_review_accept_one_hunk_reject_other(nvim: str, tmp_path: Path) -> N
     assert "✓ Read names.py · completed" in chat, chat
     assert "✓ Edit names.py · completed · partly applied (hunk 1 of 2)" in chat, chat
     assert "```diff" in chat and "+def bar():" in chat, chat
+    # the diff says which hunk landed: the rejected one no longer looks like the applied one
+    assert "@@ -1,2 +1,2 @@ · hunk 1 applied" in chat, chat
+    assert "@@ -8,2 +8,2 @@ · hunk 2 rejected" in chat, chat
     # rendered cleanly: no runs of empty lines (each turn's text came with its own), no empty
     # context line closing a diff (the file's final newline counted twice)
     assert "\n\n\n" not in chat, chat

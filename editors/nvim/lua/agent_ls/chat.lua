@@ -192,7 +192,44 @@ local function content_text(content)
   return nil
 end
 
-local function diff_lines(item)
+--- For a partly applied edit: the label of each `@@` header of the unified diff, saying which
+--- of its hunks landed. The server's hunks are the diff's changes split on unchanged lines;
+--- when the two counts differ (two changes on one line), nothing is marked rather than guessed.
+local function hunk_marks(old, new, diff, differ, raw)
+  if type(raw) ~= 'table' or raw.status ~= 'partial' or type(raw.hunks) ~= 'number'
+      or type(raw.landed) ~= 'table' then
+    return nil
+  end
+  local ok, changes = pcall(differ, old, new, { result_type = 'indices', ctxlen = 0 })
+  if not ok or type(changes) ~= 'table' or #changes ~= raw.hunks then
+    return nil
+  end
+  local landed = {}
+  for _, i in ipairs(raw.landed) do
+    landed[i + 1] = true
+  end
+  local marks, next_change = {}, 1
+  for _, l in ipairs(util.lines(diff)) do
+    local s, c = l:match('^@@ %-(%d+),?(%d*) ')
+    if s then
+      local last = tonumber(s) + math.max(tonumber(c ~= '' and c or '1'), 1) - 1
+      local parts = {}
+      while changes[next_change] do
+        local ch = changes[next_change]
+        local at = ch[2] > 0 and ch[1] or ch[1] + 1 -- a pure insertion sits after line ch[1]
+        if at > last + 1 then
+          break
+        end
+        parts[#parts + 1] = ('hunk %d %s'):format(next_change, landed[next_change] and 'applied' or 'rejected')
+        next_change = next_change + 1
+      end
+      marks[#marks + 1] = #parts > 0 and (' · ' .. table.concat(parts, ', ')) or ''
+    end
+  end
+  return marks
+end
+
+local function diff_lines(item, raw)
   local old = item.oldText
   if old == vim.NIL then
     old = nil
@@ -206,7 +243,13 @@ local function diff_lines(item)
   end
   local ok, diff = pcall(differ, ended(old or ''), ended(new), { result_type = 'unified', ctxlen = 1 })
   if ok and type(diff) == 'string' then
+    local marks = hunk_marks(ended(old or ''), ended(new), diff, differ, raw) or {}
+    local header = 0
     for _, l in ipairs(util.lines(diff)) do
+      if l:match('^@@') then
+        header = header + 1
+        l = l .. (marks[header] or '')
+      end
       if l ~= '' then
         lines[#lines + 1] = l
       end
@@ -251,7 +294,7 @@ local function call_body(call)
   local lines = {}
   for _, item in ipairs(call.content or {}) do
     if item.type == 'diff' then
-      vim.list_extend(lines, diff_lines(item))
+      vim.list_extend(lines, diff_lines(item, call.raw))
     elseif item.type == 'content' then
       local text = content_text(item.content)
       if text and text ~= '' then
