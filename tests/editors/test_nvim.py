@@ -461,7 +461,7 @@ def test_the_chat_streams_while_a_question_is_open(
             # whichever child asks first runs the command; the other one streams, slowly and
             # starting later, so most of its text arrives while the question is open
             Turn(tool_uses=[("run_shell", {"command": "touch asked.txt"})]),
-            Turn(text=streamed, latency=1.0, chunk_delay=0.08),
+            Turn(text=streamed, latency=2.0, chunk_delay=0.08),
             Turn(text="Touched it."),  # the asking child, once allowed
             Turn(text="Both sub-agents are done."),  # the parent
         )

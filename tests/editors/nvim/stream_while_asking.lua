@@ -18,13 +18,16 @@ T.run(function()
   T.data.builtin_select = require('agent_ls.picker').select_is_builtin()
   vim.cmd.edit(T.ws .. '/a.txt')
   T.wait_client(agent)
+  local t0 = vim.uv.hrtime()
   vim.cmd('AgentAsk look around and touch a file')
   T.wait(picker_win, 20000, 'the confirmation')
+  T.data.ms_to_question = (vim.uv.hrtime() - t0) / 1e6
   local win = picker_win()
   T.data.picker = T.buf_lines(vim.api.nvim_win_get_buf(win))
   T.data.chat_at_open = chat.text()
   -- the sibling streams on while nobody answers
   T.wait(function() return chat.text():find(MARKER, 1, true) end, 20000, 'the stream during the question')
+  T.data.ms_to_stream_end = (vim.uv.hrtime() - t0) / 1e6
   T.data.chat_before_answer = chat.text()
   T.data.picker_still_open = vim.api.nvim_win_is_valid(win)
   T.data.picker_focused = vim.api.nvim_get_current_win() == win
