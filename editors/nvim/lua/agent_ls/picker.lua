@@ -37,7 +37,7 @@ function M.float(items, opts, on_choice)
     lines[#lines + 1] = ('%d. %s'):format(i, t)
   end
   lines[#lines + 1] = ''
-  lines[#lines + 1] = ('1-%d or <CR>: choose · q/<Esc>: no answer'):format(#titles)
+  lines[#lines + 1] = ('1-%d or <CR>: choose · q/<Esc>: no'):format(#titles)
 
   local widest = 0
   for _, l in ipairs(lines) do
