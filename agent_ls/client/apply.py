@@ -111,4 +111,6 @@ def apply_to_disk(
             return DiskResult(False, f"{path} changed on disk while the edit was reviewed")
         write_atomically(path, after, bom=disk.bom)
         any_applied = True
-    return DiskResult(any_applied, None if any_applied else "the user rejected every change")
+    # Nothing applied and nothing failed: the user rejected it all. That is no failure (a
+    # failure reason would tell the agent the edit failed, not that the user said no).
+    return DiskResult(any_applied, None)

@@ -207,7 +207,7 @@ class Headless:
         for change in edit.document_changes or []:
             gone = uri_to_path(change.uri) if isinstance(change, types.DeleteFile) else None
             if gone is not None:
-                answer = _prompt(f"Delete {gone}? [y/N] ")
+                answer = _prompt(f"Delete {self._shown(gone)}? [y/N] ")
                 decisions[(gone, -1)] = answer.strip().lower() in ("y", "yes")
         for file_edits in collect(edit):
             path = uri_to_path(file_edits.uri)
@@ -216,12 +216,21 @@ class Headless:
             old_text = _disk_text(path)
             for i, text_edit in enumerate(file_edits.edits):
                 line = text_edit.range.start.line + 1
-                self.renderer.err.print(f"[bold]{path}[/bold] hunk {i + 1} at line {line}:")
+                self.renderer.err.print(
+                    f"[bold]{self._shown(path)}[/bold] hunk {i + 1} at line {line}:"
+                )
                 for row, style in hunk_preview(old_text, text_edit):
                     self.renderer.err.print(Text(row, style=style))
                 answer = _prompt("Apply this hunk? [y/N] ")
                 decisions[(path, i)] = answer.strip().lower() in ("y", "yes")
         return decisions
+
+    def _shown(self, path: Path) -> str:
+        """``path`` as the user named the workspace: relative to it when inside."""
+        try:
+            return str(path.relative_to(self.options.cwd))
+        except ValueError:
+            return str(path)
 
     async def confirm(
         self, params: types.ShowMessageRequestParams

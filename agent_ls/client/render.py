@@ -67,12 +67,14 @@ class Renderer:
         self.titles: dict[str, str] = {}
         self.nested: set[str] = set()  # tool calls of sub-agents, shown indented
         self._mid_line = False
+        self._broke_line = False  # _break_line ended the answer's line: owes one newline back
 
     def _break_line(self) -> None:
         if self._mid_line:
             self.out.write("\n")
             self.out.flush()
             self._mid_line = False
+            self._broke_line = True
 
     def update(self, update: dict[str, Any]) -> None:
         kind = update.get("sessionUpdate")
@@ -80,6 +82,13 @@ class Renderer:
             if self.quiet and self.out is not sys.stdout:
                 return
             text = (update.get("content") or {}).get("text", "")
+            if self._broke_line and text:
+                # the next turn's text starts with the newlines that part it from the last
+                # turn's; one of them was written already when a tool call broke the line
+                self._broke_line = False
+                text = text.removeprefix("\n")
+                if not text:
+                    return
             self.out.write(text)
             self.out.flush()
             self._mid_line = not text.endswith("\n")

@@ -8,6 +8,7 @@ import html
 import re
 import shutil
 import subprocess
+import unicodedata
 from pathlib import Path
 
 # xterm's 16 colours, and the background/foreground of Neovim's default dark scheme
@@ -30,6 +31,19 @@ def _color256(n: int) -> str:
 
 
 SGR = re.compile(r"\x1b\[([0-9;:]*)m")
+
+
+def _cells(text: str) -> str:
+    """``text`` as HTML whose characters keep the terminal's grid: a wide character (CJK, most
+    emoji) takes two cells in tmux, and the browser's fallback font would give it some other
+    width, shifting the rest of the row (and the window borders in it)."""
+    out = []
+    for ch in text:
+        if unicodedata.east_asian_width(ch) in ("W", "F"):
+            out.append(f'<span class="w">{html.escape(ch)}</span>')
+        else:
+            out.append(html.escape(ch))
+    return "".join(out)
 
 
 def ansi_to_html(text: str, title: str) -> str:
@@ -55,7 +69,7 @@ def ansi_to_html(text: str, title: str) -> str:
             style.append("text-decoration:underline")
         if state.get("strike"):
             style.append("text-decoration:line-through")
-        return f'<span style="{";".join(style)}">{html.escape(chunk)}</span>'
+        return f'<span style="{";".join(style)}">{_cells(chunk)}</span>'
 
     def apply(codes: list[int]) -> None:
         i = 0
@@ -123,7 +137,8 @@ def ansi_to_html(text: str, title: str) -> str:
         + DEFAULT_BG
         + "}pre{margin:0;padding:8px;font:13px/16px 'DejaVu Sans Mono',monospace;color:"
         + DEFAULT_FG
-        + "}</style></head><body><pre>"
+        + "}.w{display:inline-block;width:2ch;height:16px;overflow:hidden;text-align:center;"
+        + "vertical-align:top}</style></head><body><pre>"
         + body
         + "</pre></body></html>"
     )
@@ -158,6 +173,10 @@ class Tmux:
             env=dict(env, TERM="xterm-256color"),
         )  # fmt: skip
         self._run("set-option", "-t", "shot", "status", "off")
+
+    def send_keys(self, *keys: str) -> None:
+        """Type into the program (tmux key names: ``Enter``, ``C-c``; other strings literally)."""
+        self._run("send-keys", "-t", "shot", *keys)
 
     def capture(self) -> str:
         return self._run("capture-pane", "-e", "-p", "-t", "shot")

@@ -8,6 +8,10 @@ model is the ``script:`` provider, so runs are deterministic and offline.
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -182,6 +186,13 @@ def test_ask_review_accept_one_hunk_reject_other(nvim: str, tmp_path: Path) -> N
     assert data["inline_virt_lines"] >= 2, ctx
     assert data["first_virt_line"] == "+ def bar():  # 🎉 fête", ctx
     assert data["buffer_during_review"] == NAMES_PY.splitlines(), ctx
+    # the labels fit beside the code (they were cut off at the window's edge), the header does
+    # not say "agent" twice
+    assert data["inline_labels"] == [
+        "  hunk 1/2 · :AgentAccept 1 · :AgentReject 1",
+        "  hunk 2/2 · :AgentAccept 2 · :AgentReject 2",
+    ], data["inline_labels"]
+    assert data["review_list"][0] == "Agent edit: edit_file names.py · 2 hunks", data["review_list"]
     listing = "\n".join(data["review_list"])
     assert "- def foo():" in listing and "+ def bar():" in listing, listing
     assert "- 結果 = foo()" in listing and "+ 結果 = bar()" in listing, listing
@@ -226,8 +237,17 @@ def test_ask_review_accept_one_hunk_reject_other(nvim: str, tmp_path: Path) -> N
     assert "Review: accepted 1 of 2 hunks" in chat, chat
     assert "All done: the definition is renamed, the call site kept as you chose." in chat
     assert "✓ Read names.py · completed" in chat, chat
-    assert "✓ Edit names.py · completed · partly applied (hunk 1)" in chat, chat
+    assert "✓ Edit names.py · completed · partly applied (hunk 1 of 2)" in chat, chat
     assert "```diff" in chat and "+def bar():" in chat, chat
+    # the diff says which hunk landed: the rejected one no longer looks like the applied one
+    assert "@@ -1,2 +1,2 @@ · hunk 1 applied" in chat, chat
+    assert "@@ -8,2 +8,2 @@ · hunk 2 rejected" in chat, chat
+    # rendered cleanly: no runs of empty lines (each turn's text came with its own), no empty
+    # context line closing a diff (the file's final newline counted twice)
+    assert "\n\n\n" not in chat, chat
+    lines = chat.splitlines()
+    closing = [i for i, line in enumerate(lines) if line == "```"]
+    assert closing and all(lines[i - 1].strip() for i in closing), chat
     chunks = "".join(u["content"]["text"] for u in updates_of(data, "agent_message_chunk"))
     assert chunks == result["text"]
     assert len(updates_of(data, "agent_message_chunk")) > 5  # really streamed in pieces
@@ -412,4 +432,125 @@ def test_a_sub_agents_calls_are_indented_under_its_task(nvim: str, tmp_path: Pat
     assert child > task_line, data["chat"]
     indent = len(lines[child]) - len(lines[child].lstrip())
     assert indent >= len(lines[task_line]) - len(lines[task_line].lstrip()) + 4, data["chat"]
-    assert "The sub-agent found it." in data["chat"]
+    # the sub-agent's text sits under its task after the calls it made first (it read before
+    # them), and before the parent's answer
+    said = next(i for i, line in enumerate(lines) if "a.txt says hello" in line)
+    answer = next(i for i, line in enumerate(lines) if "The sub-agent found it." in line)
+    assert task_line < child < said < answer, data["chat"]
+    assert lines[said].startswith("    "), data["chat"]
+
+
+def test_the_chat_streams_while_a_question_is_open(
+    nvim: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Neovim's own vim.ui.select (inputlist) would hold the event loop until answered; the
+    plugin's question must not: a sibling sub-agent's text reaches the chat meanwhile."""
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "a.txt").write_text("hello\n", encoding="utf-8")
+    marker = "(end of the sibling's stream)"
+    monkeypatch.setenv("AGENT_LS_TEST_MARKER", marker)
+    streamed = "Reading on while you decide. " * 6 + marker
+    with FakeAPI() as api:
+        api.enqueue(
+            Turn(  # the parent starts two sub-agents at once
+                tool_uses=[
+                    ("task", {"description": "one", "prompt": "go", "agent": "general"}),
+                    ("task", {"description": "two", "prompt": "go", "agent": "general"}),
+                ]
+            ),
+            # whichever child asks first runs the command; the other one streams, slowly and
+            # starting later, so most of its text arrives while the question is open
+            Turn(tool_uses=[("run_shell", {"command": "touch asked.txt"})]),
+            Turn(text=streamed, latency=2.0, chunk_delay=0.08),
+            Turn(text="Touched it."),  # the asking child, once allowed
+            Turn(text="Both sub-agents are done."),  # the parent
+        )
+        model_env = {
+            "AGENT_LS_MODEL": "anthropic:claude-test-1",
+            "ANTHROPIC_BASE_URL": api.url,
+            "ANTHROPIC_API_KEY": "test-key",
+        }
+        data = run_nvim(nvim, tmp_path, "stream_while_asking.lua", None, model_env=model_env)
+    ctx = data["_context"]
+    assert data["builtin_select"] is True  # the test runs with Neovim's own select
+    assert any("touch asked.txt" in line for line in data["picker"]), data["picker"]
+    assert "1. Allow" in data["picker"] and data["picker"][-3].endswith("Deny"), data["picker"]
+    # text streamed after the question opened was in the chat before it was answered
+    assert marker not in data["chat_at_open"], data["chat_at_open"]
+    assert marker in data["chat_before_answer"]
+    assert data["picker_still_open"] and data["picker_focused"], ctx
+    # the key answered it: the command ran and the run finished
+    assert data["picker_closed"] is True
+    assert data["result"]["stopReason"] == "end_turn", ctx
+    assert (tmp_path / "ws" / "asked.txt").exists(), ctx
+    assert "Both sub-agents are done." in data["chat"]
+
+
+def _readme_block(text: str, lang: str, containing: str) -> str:
+    blocks = re.findall(rf"```{lang}\n(.*?)```", text, re.S)
+    found = [b for b in blocks if containing in b]
+    assert len(found) == 1, f"editors/README.md has no single ```{lang} block with {containing!r}"
+    return found[0]
+
+
+@pytest.mark.timeout(180)
+def test_the_readme_install_steps_leave_a_clone_clean(nvim: str, tmp_path: Path) -> None:
+    """editors/README.md's Neovim install (packages + init.lua), verbatim, in a fresh clone."""
+    from tests.editors.helpers import REPO
+
+    if not (REPO / ".git").exists():
+        pytest.skip("the repository is not a git checkout: nothing to clone")
+    clone = tmp_path / "agent-ls"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True, timeout=120)
+    readme = (REPO / "editors" / "README.md").read_text(encoding="utf-8")
+    steps = _readme_block(readme, "sh", "pack/agent-ls/start").replace(
+        "/path/to/agent-ls", str(clone)
+    )
+    init_lua = _readme_block(readme, "lua", "require('agent_ls').setup({\n")
+    # a user's own Neovim: HOME is the test's, the XDG folders are the defaults under it
+    env = isolated_env(tmp_path)
+    for key in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"):
+        env.pop(key)
+    home = Path(env["HOME"])
+    # `nvim` and `agent-ls` on PATH, as the steps expect
+    env["PATH"] = os.pathsep.join([str(Path(nvim).parent), str(Path(sys.executable).parent),
+                                   env.get("PATH", "")])  # fmt: skip
+    done = run_bounded(["bash", "-euo", "pipefail", "-c", steps], env=env, cwd=home, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (home / ".config" / "nvim").mkdir(parents=True)
+    (home / ".config" / "nvim" / "init.lua").write_text(init_lua, encoding="utf-8")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.py").write_text("x = 1\n", encoding="utf-8")
+    out = tmp_path / "out.json"
+    env["AGENT_LS_TEST_OUT"] = str(out)
+    script = HERE / "nvim" / "installed.lua"
+    done = run_bounded(
+        [nvim, "--headless", "-c", f"luafile {script}", "a.py"], env=env, cwd=ws, timeout=60
+    )
+    assert out.exists(), done.stdout + done.stderr
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert not data.get("error"), data
+    assert data["plugin"] == str(
+        home / ".local/share/nvim/site/pack/agent-ls/start/agent-ls/lua/agent_ls/init.lua"
+    ), data
+    assert data["command"] is True and data["client"] is True, data
+    assert data["help"] == "agent-ls.txt", data
+    # nothing the steps made (helptags' doc/tags) shows as untracked or changed in the clone
+    status = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True, check=True
+    ).stdout
+    assert status == "", status
+
+
+def test_the_floating_question_fails_closed(nvim: str, tmp_path: Path) -> None:
+    """<CR> at once picks Deny (the cursor starts there); <Esc>, q and :q are no answer."""
+    data = run_nvim(nvim, tmp_path, "picker.lua", {"turns": [{"text": "unused"}]})
+    assert data["answers"] == {
+        "<CR>": "Deny",
+        "<Esc>": "nil",
+        "q": "nil",
+        "2": "Allow for this session",
+        ":q<CR>": "nil",
+    }, data["answers"]
+    assert data["windows_left"] == 1  # every float closed

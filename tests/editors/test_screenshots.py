@@ -1,6 +1,7 @@
-"""Screenshots of the terminal editors for the README: Neovim (the plugin's chat, inline review
-and review split) and Emacs (plain eglot), each in its real TUI inside tmux, captured with
-colours and rendered by headless Chromium into ``test-artifacts/``.
+"""Screenshots of the terminal front ends for the README: Neovim (the plugin's chat, inline
+review and review split, a partial accept, a sub-agent's task), Emacs (plain eglot) and
+``agent-ls run`` typed into bash, each in its real TUI inside tmux, captured with colours and
+rendered by headless Chromium into ``test-artifacts/``.
 
 They need Chromium and tmux, so they run with the VS Code tier (``AGENT_LS_VSCODE_TIER=1``).
 ``AGENT_LS_UPDATE_DOCS_IMAGES=1`` also copies them into ``docs/images/``.
@@ -10,7 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -88,7 +91,10 @@ NVIM_SCRIPT = {
                 }
             ],
         },
-        {"text": "Done: the definition is now `bar()`; the call site kept `foo()` as you chose."},
+        {
+            "text": "Done: the definition is now `bar()`; the call site kept `foo()` as you chose.",
+            "usage": {"input_tokens": 1830, "output_tokens": 74},
+        },
     ],
 }
 
@@ -117,7 +123,7 @@ def test_nvim_screenshot(nvim: str, tmp_path: Path) -> None:
     try:
         tmux.start([nvim, "--clean", "-u", str(HERE / "nvim" / "screenshot.lua")], env, ws)
         shot = _shoot(tmux, shots, "review", "nvim", chromium)
-        _shoot(tmux, shots, "done", "nvim-done", chromium)
+        done_shot = _shoot(tmux, shots, "done", "nvim-partial", chromium)
         _wait_file(out, 20, "the result", tmux)
     finally:
         tmux.kill()
@@ -125,6 +131,7 @@ def test_nvim_screenshot(nvim: str, tmp_path: Path) -> None:
     assert not data.get("error"), data.get("error")
     assert data["result"]["stopReason"] == "end_turn"
     _publish(shot, "nvim.png")
+    _publish(done_shot, "nvim-partial.png")
 
 
 EMACS_SCRIPT = {
@@ -187,3 +194,210 @@ def test_emacs_screenshot(emacs: str, tmp_path: Path) -> None:
     assert not data.get("error"), data.get("error")
     assert data["result"]["stopReason"] == "end_turn"
     _publish(shot, "emacs.png")
+
+
+CALC_PY = '''"""Arithmetic for the invoices."""
+
+
+def add(a, b):
+    return a - b
+
+
+def mul(a, b):
+    return a + b
+'''
+
+CLI_SCRIPT = {
+    "chunk_size": 8,
+    "turns": [
+        {
+            "text": "Reading calc.py.",
+            "tool_calls": [{"name": "read_file", "input": {"file_path": "calc.py"}}],
+        },
+        {
+            "text": "The docstring first.",
+            "tool_calls": [
+                {
+                    "name": "edit_file",
+                    "input": {
+                        "file_path": "calc.py",
+                        "old_string": "for the invoices",
+                        "new_string": "helpers: add and mul",
+                    },
+                }
+            ],
+        },
+        {
+            "text": "add() subtracts and mul() adds: fixing both.",
+            "tool_calls": [
+                {
+                    "name": "edit_file",
+                    "input": {
+                        "file_path": "calc.py",
+                        "old_string": "    return a - b\n\n\ndef mul(a, b):\n    return a + b",
+                        "new_string": "    return a + b\n\n\ndef mul(a, b):\n    return a * b",
+                    },
+                }
+            ],
+        },
+        {
+            "text": "And a test for add().",
+            "tool_calls": [
+                {
+                    "name": "write_file",
+                    "input": {
+                        "file_path": "test_calc.py",
+                        "content": "from calc import add\n\nassert add(2, 3) == 5\n",
+                    },
+                }
+            ],
+        },
+        {
+            "text": "add() is fixed, the docstring updated; mul() and the test are as you chose.",
+            "usage": {"input_tokens": 2140, "output_tokens": 96},
+        },
+    ],
+}
+
+
+PROMPT = "$ "
+
+
+def _wait_screen(tmux: Tmux, what: str, count: int = 1, timeout: float = 30) -> str:
+    """The screen once it shows ``what`` ``count`` times (the shell's prompt counts once per
+    line that starts with it; tmux drops the trailing space)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        screen = tmux.capture()
+        plain = re.sub(r"\x1b\[[0-9;:]*m", "", screen)
+        if what == PROMPT:
+            seen = sum(1 for line in plain.splitlines() if line.startswith(PROMPT.strip()))
+        else:
+            seen = plain.count(what)
+        if seen >= count:
+            return screen
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what!r} x{count}; screen:\n{screen}")
+        time.sleep(0.1)
+
+
+def test_cli_screenshot(tmp_path: Path) -> None:
+    """``agent-ls run`` in a real terminal: one edit accepted, one partly, one rejected, and
+    each outcome line says which."""
+
+    chromium = _tools()
+    if not shutil.which("bash"):
+        pytest.skip("the CLI screenshot types into bash")
+    ARTIFACTS.mkdir(exist_ok=True)
+    ws = tmp_path / "shop"
+    ws.mkdir()
+    (ws / "calc.py").write_text(CALC_PY, encoding="utf-8")
+    env = isolated_env(
+        tmp_path,
+        AGENT_LS_MODEL=write_script(tmp_path / "model.json", CLI_SCRIPT),
+        PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+    )
+    cols, rows = 100, 68  # the whole run, from the command line to the next prompt
+    tmux = Tmux(tmp_path / "tmux.sock", cols, rows)
+    try:
+        tmux.start(["env", f"PS1={PROMPT}", "bash", "--norc", "--noprofile"], env, ws)
+        _wait_screen(tmux, PROMPT)
+        tmux.send_keys('agent-ls run "Fix the arithmetic in calc.py"', "Enter")
+        for n, answer in enumerate(["y", "y", "n", "n"], 1):
+            _wait_screen(tmux, "Apply this hunk? [y/N]", n)
+            time.sleep(0.2)
+            tmux.send_keys(answer, "Enter")
+        _wait_screen(tmux, "tokens", 1)
+        _wait_screen(tmux, PROMPT, 2)
+        time.sleep(0.3)
+        screen = tmux.capture()
+    finally:
+        tmux.kill()
+    plain = re.sub(r"\x1b\[[0-9;:]*m", "", screen)
+    assert "✓ Edit calc.py: applied" in plain, plain
+    assert "◐ Edit calc.py: partly applied (hunk 1 of 2)" in plain, plain
+    assert "✗ Write test_calc.py: rejected" in plain, plain
+    assert "Traceback" not in plain and str(tmp_path) not in plain, plain
+    assert (ws / "calc.py").read_text(encoding="utf-8") == CALC_PY.replace(
+        "for the invoices", "helpers: add and mul"
+    ).replace("return a - b", "return a + b")
+    assert not (ws / "test_calc.py").exists()
+    out = ARTIFACTS / "cli.png"
+    render_png(screen, "cli", out, chromium, cols, rows)
+    assert out.exists() and out.stat().st_size > 5_000
+    _publish(out, "cli.png")
+
+
+TASK_SCRIPT = {
+    "chunk_size": 6,
+    "turns": [
+        {
+            "text": "A sub-agent can look around while I wait.",
+            "tool_calls": [
+                {
+                    "name": "task",
+                    "input": {
+                        "description": "Find the greeting",
+                        "prompt": "Where is the greeting made, and who calls it?",
+                        "agent": "explore",
+                    },
+                }
+            ],
+        },
+        {  # the sub-agent: its own calls, shown under its task
+            "tool_calls": [
+                {"name": "grep_search", "input": {"pattern": "greet"}},
+                {"name": "read_file", "input": {"file_path": "app.py"}},
+            ]
+        },
+        {"text": "greet() builds it in app.py (line 2); main() calls it (line 6)."},
+        {
+            "text": "The greeting is made by `greet()` in app.py and called from `main()`.",
+            "usage": {"input_tokens": 2410, "output_tokens": 58},
+        },
+    ],
+}
+
+APP_PY_TASK = """def greet(name):
+    return "Hello " + name
+
+
+def main():
+    print(greet("world"))
+"""
+
+
+def test_nvim_task_screenshot(nvim: str, tmp_path: Path) -> None:
+    """Neovim's chat with a sub-agent's task and the calls it made indented under it."""
+    chromium = _tools()
+    ARTIFACTS.mkdir(exist_ok=True)
+    ws, shots = tmp_path / "ws", tmp_path / "shots"
+    ws.mkdir()
+    shots.mkdir()
+    (ws / "app.py").write_text(APP_PY_TASK, encoding="utf-8")
+    out = tmp_path / "out.json"
+    env = isolated_env(
+        tmp_path,
+        AGENT_LS_MODEL=write_script(tmp_path / "model.json", TASK_SCRIPT),
+        AGENT_LS_PLUGIN_DIR=str(EDITORS / "nvim"),
+        AGENT_LS_HARNESS=str(HERE / "nvim" / "harness.lua"),
+        AGENT_LS_TEST_WS=str(ws),
+        AGENT_LS_TEST_OUT=str(out),
+        AGENT_LS_SHOT_DIR=str(shots),
+        AGENT_LS_SERVER_CMD=json.dumps(server_cmd()),
+    )
+    tmux = Tmux(tmp_path / "tmux.sock", COLS, ROWS)
+    try:
+        tmux.start([nvim, "--clean", "-u", str(HERE / "nvim" / "screenshot_task.lua")], env, ws)
+        shot = _shoot(tmux, shots, "task", "nvim-task", chromium)
+        _wait_file(out, 20, "the result", tmux)
+    finally:
+        tmux.kill()
+    data = json.loads(out.read_text())
+    assert not data.get("error"), data.get("error")
+    assert data["result"]["stopReason"] == "end_turn"
+    lines = data["chat"].splitlines()
+    task = next(i for i, line in enumerate(lines) if "Find the greeting" in line)
+    child = [line for line in lines[task + 1 :] if "Read app.py" in line]
+    assert child and child[0].startswith("    "), data["chat"]
+    _publish(shot, "nvim-task.png")

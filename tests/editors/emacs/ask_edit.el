@@ -57,6 +57,25 @@
                          (list :status (plist-get u :status) :rawOutput (plist-get u :rawOutput))))
                      (reverse agent-test-updates)))))
 
+(defun agent-test-outcomes ()
+  "One line per finished tool call: its title, status and (for edits) what became of it."
+  (let ((titles (make-hash-table :test 'equal)) lines)
+    (dolist (u (reverse agent-test-updates))
+      (let ((id (plist-get u :toolCallId)) (title (plist-get u :title)))
+        (when (and id title) (puthash id title titles))
+        (when (and (equal (plist-get u :sessionUpdate) "tool_call_update")
+                   (member (plist-get u :status) '("completed" "failed")))
+          (let* ((raw (plist-get u :rawOutput))
+                 (outcome (cond ((stringp raw) raw)
+                                ((listp raw) (or (plist-get raw :status) (plist-get raw :error)))))
+                 (outcome (and (stringp outcome) (car (split-string outcome "\n")))))
+            (push (format "%s %s · %s%s"
+                          (if (equal (plist-get u :status) "completed") "✓" "✗")
+                          (gethash id titles id) (plist-get u :status)
+                          (if outcome (concat " · " (truncate-string-to-width outcome 80)) ""))
+                  lines)))))
+    (nreverse lines)))
+
 (defun agent-test-pause-for-screenshot (buffer result)
   "With AGENT_LS_SHOT_DIR set (a TTY run in tmux), show the outcome and wait to be captured."
   (let ((dir (getenv "AGENT_LS_SHOT_DIR")))
@@ -67,12 +86,16 @@
       (let ((chat (get-buffer-create "*agent-ls stream*")))
         (with-current-buffer chat
           (erase-buffer)
-          (insert "agent/update chunks received by eglot:\n\n" (agent-test-chunks) "\n\n")
+          (insert "agent/update chunks received by eglot:\n\n"
+                  (replace-regexp-in-string "\n\n+" "\n" (agent-test-chunks)) "\n\n")
           (dolist (a (reverse agent-test-asked))
             (insert "asked: " (replace-regexp-in-string "\n.*" "" (car a))
                     "  " (format "%S" (cadr a)) "\n"))
-          (insert (format "\nresult: stopReason %s" (plist-get result :stopReason))))
-        (display-buffer chat '(display-buffer-below-selected (window-height . 14))))
+          (insert "\n")
+          (dolist (line (agent-test-outcomes)) (insert line "\n"))
+          (insert (format "\nresult: stopReason %s" (plist-get result :stopReason)))
+          (goto-char (point-min)))
+        (display-buffer chat '(display-buffer-below-selected (window-height . 20))))
       (message "[eglot] Edit successful!  agent.ask -> %s" (plist-get result :stopReason))
       (redisplay t)
       (with-temp-file (expand-file-name "emacs.ready" dir))

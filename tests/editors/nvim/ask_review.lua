@@ -40,7 +40,11 @@ T.run(function()
   local marks = vim.api.nvim_buf_get_extmarks(buf, vim.api.nvim_create_namespace('agent_ls_review'),
     0, -1, { details = true })
   T.data.inline_virt_lines = 0
+  T.data.inline_labels = {}
   for _, m in ipairs(marks) do
+    for _, vt in ipairs(m[4].virt_text or {}) do
+      T.data.inline_labels[#T.data.inline_labels + 1] = vt[1]
+    end
     for _, vl in ipairs(m[4].virt_lines or {}) do
       T.data.inline_virt_lines = T.data.inline_virt_lines + 1
       T.data.first_virt_line = T.data.first_virt_line or vl[1][1]

@@ -192,7 +192,44 @@ local function content_text(content)
   return nil
 end
 
-local function diff_lines(item)
+--- For a partly applied edit: the label of each `@@` header of the unified diff, saying which
+--- of its hunks landed. The server's hunks are the diff's changes split on unchanged lines;
+--- when the two counts differ (two changes on one line), nothing is marked rather than guessed.
+local function hunk_marks(old, new, diff, differ, raw)
+  if type(raw) ~= 'table' or raw.status ~= 'partial' or type(raw.hunks) ~= 'number'
+      or type(raw.landed) ~= 'table' then
+    return nil
+  end
+  local ok, changes = pcall(differ, old, new, { result_type = 'indices', ctxlen = 0 })
+  if not ok or type(changes) ~= 'table' or #changes ~= raw.hunks then
+    return nil
+  end
+  local landed = {}
+  for _, i in ipairs(raw.landed) do
+    landed[i + 1] = true
+  end
+  local marks, next_change = {}, 1
+  for _, l in ipairs(util.lines(diff)) do
+    local s, c = l:match('^@@ %-(%d+),?(%d*) ')
+    if s then
+      local last = tonumber(s) + math.max(tonumber(c ~= '' and c or '1'), 1) - 1
+      local parts = {}
+      while changes[next_change] do
+        local ch = changes[next_change]
+        local at = ch[2] > 0 and ch[1] or ch[1] + 1 -- a pure insertion sits after line ch[1]
+        if at > last + 1 then
+          break
+        end
+        parts[#parts + 1] = ('hunk %d %s'):format(next_change, landed[next_change] and 'applied' or 'rejected')
+        next_change = next_change + 1
+      end
+      marks[#marks + 1] = #parts > 0 and (' · ' .. table.concat(parts, ', ')) or ''
+    end
+  end
+  return marks
+end
+
+local function diff_lines(item, raw)
   local old = item.oldText
   if old == vim.NIL then
     old = nil
@@ -200,9 +237,19 @@ local function diff_lines(item)
   local new = item.newText or ''
   local lines = { '```diff', '--- ' .. (old and util.short(item.path) or '/dev/null'), '+++ ' .. util.short(item.path) }
   local differ = (vim.text and vim.text.diff) or vim.diff
-  local ok, diff = pcall(differ, (old or '') .. '\n', new .. '\n', { result_type = 'unified', ctxlen = 1 })
+  -- one final newline each: texts that end in one already would diff an empty last line
+  local function ended(t)
+    return t:sub(-1) == '\n' and t or t .. '\n'
+  end
+  local ok, diff = pcall(differ, ended(old or ''), ended(new), { result_type = 'unified', ctxlen = 1 })
   if ok and type(diff) == 'string' then
+    local marks = hunk_marks(ended(old or ''), ended(new), diff, differ, raw) or {}
+    local header = 0
     for _, l in ipairs(util.lines(diff)) do
+      if l:match('^@@') then
+        header = header + 1
+        l = l .. (marks[header] or '')
+      end
       if l ~= '' then
         lines[#lines + 1] = l
       end
@@ -223,7 +270,9 @@ local function edit_outcome(call)
     for _, i in ipairs(raw.landed) do
       hunks[#hunks + 1] = tostring(i + 1)
     end
-    return (' · partly applied (hunk%s %s)'):format(#hunks == 1 and '' or 's', table.concat(hunks, ', '))
+    local of = type(raw.hunks) == 'number' and (' of %d'):format(raw.hunks) or ''
+    return (' · partly applied (hunk%s %s%s)'):format(#hunks == 1 and '' or 's',
+      table.concat(hunks, ', '), of)
   end
   return ' · ' .. raw.status
 end
@@ -245,7 +294,7 @@ local function call_body(call)
   local lines = {}
   for _, item in ipairs(call.content or {}) do
     if item.type == 'diff' then
-      vim.list_extend(lines, diff_lines(item))
+      vim.list_extend(lines, diff_lines(item, call.raw))
     elseif item.type == 'content' then
       local text = content_text(item.content)
       if text and text ~= '' then
@@ -303,16 +352,42 @@ local function new_region(header)
   return region
 end
 
+--- A call's lines under its header. A `task` shows its sub-agent's calls first, indented,
+--- then what the sub-agent wrote: its calls are not regions of their own at the end of the
+--- chat, where the sub-agent's text would read before the calls that came first.
+local function call_lines(call)
+  local lines = {}
+  for _, child in ipairs(call.children or {}) do
+    lines[#lines + 1] = call_line(child)
+    vim.list_extend(lines, call_body(child))
+  end
+  return vim.list_extend(lines, call_body(call))
+end
+
+local function render_call(call)
+  render_region(call, call_line(call), call_lines(call))
+end
+
 local function on_tool_call(u)
   local call = { title = u.title, kind = u.kind, status = u.status or 'pending', content = u.content }
-  if parent_call(u) then
+  local parent_id = parent_call(u)
+  if parent_id then
     call.indent = '    '
+  end
+  local parent = parent_id and S.calls[parent_id]
+  if parent then
+    call.parent = parent
+    parent.children = parent.children or {}
+    parent.children[#parent.children + 1] = call
+    S.calls[u.toolCallId or ('call' .. tostring(#parent.children))] = call
+    render_call(parent)
+    return
   end
   local region = new_region(call_line(call))
   call.mark, call.n = region.mark, 0
   S.calls[u.toolCallId or ('call' .. call.mark)] = call
   if call.content then
-    render_region(call, call_line(call), call_body(call))
+    render_call(call)
   end
 end
 
@@ -334,7 +409,7 @@ local function on_tool_call_update(u)
   if u.rawOutput ~= nil then
     call.raw = u.rawOutput
   end
-  render_region(call, call_line(call), call_body(call))
+  render_call(call.parent or call)
 end
 
 local function on_plan(u)
@@ -363,7 +438,12 @@ function M.on_update(params)
   local kind = u.sessionUpdate
   if kind == 'agent_message_chunk' then
     local text = content_text(u.content)
-    if text then
+    if text and S.block ~= 'text' then
+      -- a turn's text after a tool call starts with the newlines that part it from the last
+      -- turn's; the new paragraph parts it already (else: runs of empty lines)
+      text = text:gsub('^\n+', '')
+    end
+    if text and text ~= '' then
       start_text()
       append_text(text)
     end

@@ -6,6 +6,7 @@
 local util = require('agent_ls.util')
 local chat = require('agent_ls.chat')
 local review = require('agent_ls.review')
+local picker = require('agent_ls.picker')
 
 local M = {}
 
@@ -145,7 +146,8 @@ local function show_message_request(_, params)
     end)
     return answer
   end
-  vim.ui.select(actions, opts, function(choice)
+  -- never the blocking built-in select here: the chat streams on while the question is open
+  picker.select(actions, opts, function(choice)
     vim.schedule(function()
       coroutine.resume(co, choice or vim.NIL)
     end)

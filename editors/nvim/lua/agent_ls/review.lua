@@ -265,8 +265,10 @@ local function render_inline(review)
     if buf and vim.api.nvim_buf_is_valid(buf) then
       local count = vim.api.nvim_buf_line_count(buf)
       local row = math.min(h.row, count - 1)
-      local label = ('  %s [%s] · %s'):format(h.title, h.status, h.status == 'pending'
-        and ':AgentAccept ' .. h.n .. ' / :AgentReject ' .. h.n or 'decided')
+      -- short, so it fits beside the code: the review split has the hunk's full title
+      local label = h.status == 'pending'
+          and ('  hunk %d/%d · :AgentAccept %d · :AgentReject %d'):format(h.n, #review.hunks, h.n, h.n)
+        or ('  hunk %d/%d · %s'):format(h.n, #review.hunks, h.status)
       local virt = {}
       if h.status ~= 'rejected' then
         for _, l in ipairs(h.new) do
@@ -329,7 +331,10 @@ local function render_list(review)
   local buf = review_buf(review)
   local km = M.config.keymaps
   local lines = {
-    ('Agent edit: %s'):format(review.label or 'proposed change'),
+    -- the server's label reads "agent: edit_file calc.py"; the header says "Agent edit" already
+    ('Agent edit: %s · %d hunk%s'):format(
+      review.label and (review.label:gsub('^agent[%w-]*:%s*', '')) or 'proposed change',
+      #review.hunks, #review.hunks == 1 and '' or 's'),
     ('%s accept · %s reject · %s accept all · %s reject all · %s finish · %s jump'):format(
       km.accept, km.reject, km.accept_all, km.reject_all, km.finish, km.jump),
     '',
