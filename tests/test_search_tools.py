@@ -487,8 +487,8 @@ async def test_stopping_early_kills_and_reaps_rg(big_tree: Path) -> None:
     for _ in range(5):
         seen: list[bytes] = []
 
-        def first_only(record: bytes, seen: list[bytes] = seen) -> bool:
-            seen.append(record)
+        def first_only(block: bytes, seen: list[bytes] = seen) -> bool:
+            seen.append(block)
             return False
 
         args = ["--json", "--no-config", "-e", "words", "--", str(big_tree)]
