@@ -445,7 +445,7 @@ async def collect_files(
     filters: list[FileFilter],
     *,
     time_limit: float,
-    limit: int = LIST_COLLECT_LIMIT,
+    limit: int | None = None,
     only: set[str] | None = None,
     mtimes: dict[str, float] | None = None,
 ) -> tuple[list[str], list[RgRun], bool]:
@@ -455,6 +455,7 @@ async def collect_files(
     ``mtimes``, each kept file's modification time is stored there, read in the worker thread
     while rg is still walking (the stat calls overlap rg's run instead of following it).
     """
+    cap = LIST_COLLECT_LIMIT if limit is None else limit
     found: list[str] = []
     more = False
     runs = []
@@ -472,8 +473,8 @@ async def collect_files(
             paths = keep(paths)
             if only is not None:
                 paths = [p for p in paths if p in only]
-            if len(found) + len(paths) > limit:
-                paths = paths[: limit - len(found)]
+            if len(found) + len(paths) > cap:
+                paths = paths[: cap - len(found)]
                 more = True
             found.extend(paths)
             if mtimes is not None:
