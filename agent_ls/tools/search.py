@@ -27,9 +27,10 @@ import sysconfig
 import tempfile
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -49,7 +50,7 @@ MATCH_COUNT_LIMIT = 5_000  # beyond this rg is stopped and the total is "more th
 MAX_LINE_CHARS = 300
 MAX_FILESIZE = "10M"
 MAX_RECORD_BYTES = 32 << 20  # an rg output record longer than this is dropped
-READ_CHUNK = 1 << 16
+READ_CHUNK = 1 << 18
 PIPE_BYTES = 1 << 20  # rg's stdout pipe (Linux caps it at /proc/sys/fs/pipe-max-size)
 PUMP_EXIT_SECONDS = 5.0  # how long to wait for the reader thread once rg is killed
 STDERR_CAP = 16_384
@@ -92,13 +93,13 @@ class RgRun:
     stderr: str
     stopped: bool = False  # the consumer had enough and rg was killed
     timed_out: bool = False
-    records: int = 0  # output records seen (rg --json always ends with a summary record)
+    blocks: int = 0  # output blocks seen (rg --json always ends with a summary record)
     dropped_records: int = 0
 
     @property
     def fatal(self) -> bool:
         """rg gave up before searching (a bad regex or glob): exit 2 and no output."""
-        return self.returncode == 2 and self.records == 0 and not self.timed_out
+        return self.returncode == 2 and self.blocks == 0 and not self.timed_out
 
 
 async def run_rg(
@@ -265,7 +266,7 @@ class _Blocks:
         self.skipping = False  # inside a record that outgrew MAX_RECORD_BYTES
 
     def _emit(self, block: bytes) -> bool:
-        self.run.records += block.count(self.separator)
+        self.run.blocks += 1
         return self.on_block(block)
 
     def end(self) -> bool:
@@ -753,16 +754,22 @@ class Match:
 
 
 @dataclass(slots=True)
-class _RgMatch:
-    """A match kept as rg's raw record: only the few that are shown are parsed."""
+class _Segment:
+    """Matches of one file kept as rg's raw records ``block[start:end]``: they are parsed
+    only when shown, and only as far as the answer reads."""
 
     path: str
-    line: int
-    record: bytes
+    block: bytes
+    start: int
+    end: int
 
-    @property
-    def text(self) -> str:
-        return _match_from_rg(self.path, json.loads(self.record)["data"]).text
+    def matches(self) -> Iterator[Match]:
+        block, find = self.block, self.block.find
+        at = find(RG_MATCH, self.start, self.end)
+        while at >= 0:
+            eol = find(b"\n", at, self.end)
+            yield _match_from_rg(self.path, json.loads(block[at:eol])["data"])
+            at = find(RG_MATCH, eol, self.end)
 
 
 class _MatchCollector:
@@ -770,14 +777,15 @@ class _MatchCollector:
 
     rg's JSON is read block by block with ``bytes.find``/``count``: a record's kind is known
     by its start (a ``{"type":"match"`` inside a JSON string would have escaped quotes), a
-    kept match is stored raw with its line number, and past ``MATCH_STORE_LIMIT`` the
-    matches of a file are only counted. Parsing every record in Python held the GIL long
-    enough to delay the server's event loop by tens of milliseconds.
+    file's kept matches are one slice of a block, and past ``MATCH_STORE_LIMIT`` they are
+    only counted. Parsing every record in Python held the GIL long enough to delay the
+    server's event loop by tens of milliseconds.
     """
 
     def __init__(self, accepts: Callable[[str], bool]) -> None:
         self.accepts = accepts
-        self.matches: list[Match | _RgMatch] = []
+        self.kept: list[_Segment | Match] = []  # in arrival order
+        self.kept_count = 0
         self.files: set[str] = set()
         self.total = 0
         self.more = False
@@ -807,35 +815,56 @@ class _MatchCollector:
     def _take(self, path: str, block: bytes, start: int, end: int) -> bool:
         """Count (and while there is room, keep) the matches in ``block[start:end]``, all
         in ``path``; False once a match beyond MATCH_COUNT_LIMIT shows up."""
-        find, kept = block.find, self.matches
-        at = find(RG_MATCH, start, end)
+        at = block.find(RG_MATCH, start, end)
         if at < 0:
             return True
         if self.total >= MATCH_COUNT_LIMIT:
             self.more = True
             return False
         self.files.add(path)  # one of its matches is counted
-        while at >= 0 and len(kept) < MATCH_STORE_LIMIT and self.total < MATCH_COUNT_LIMIT:
-            eol = find(b"\n", at, end)
-            record = block[at:eol]
-            kept.append(_RgMatch(path, _line_number(record), record))
-            self.total += 1
-            at = find(RG_MATCH, eol, end)
-        if at < 0:
-            return True
         count = block.count(RG_MATCH, at, end)
-        room = MATCH_COUNT_LIMIT - self.total
-        if count > room:
-            self.total += room
+        counted = min(count, MATCH_COUNT_LIMIT - self.total)
+        keep = min(counted, MATCH_STORE_LIMIT - self.kept_count)
+        if keep > 0:
+            stop = end
+            if keep < count:  # the segment ends after its keep-th match
+                stop = at
+                for _ in range(keep):
+                    stop = block.find(b"\n", block.find(RG_MATCH, stop, end), end) + 1
+            self.kept.append(_Segment(path, block, at, stop))
+            self.kept_count += keep
+        self.total += counted
+        if count > counted:
             self.more = True
             return False
-        self.total += count
         return True
 
     def add(self, found: list[Match]) -> None:
         self.files.update(m.path for m in found)
         self.total += len(found)
-        self.matches.extend(found)
+        self.kept.extend(found)
+        self.kept_count += len(found)
+
+    def ordered(self) -> Iterator[Match]:
+        """The kept matches by path and line, parsed as they are read.
+
+        A file's matches from one segment are in line order already (rg prints a file's
+        matches in order); a path kept in several pieces (split across blocks, searched
+        from two roots, an open buffer) is sorted by line, stably, as one list would be.
+        """
+        groups: dict[str, list[_Segment | Match]] = {}
+        for item in self.kept:
+            groups.setdefault(item.path, []).append(item)
+        for path in sorted(groups):
+            items = groups[path]
+            if len(items) == 1 and isinstance(items[0], _Segment):
+                yield from items[0].matches()
+                continue
+            found: list[Match] = []
+            for item in items:
+                found.extend(item.matches() if isinstance(item, _Segment) else [item])
+            found.sort(key=attrgetter("line"))
+            yield from found
 
 
 def _begin_path(record: bytes) -> str:
@@ -848,18 +877,6 @@ def _begin_path(record: bytes) -> str:
             except UnicodeDecodeError:
                 pass
     return _rg_path(json.loads(record)["data"]["path"])
-
-
-def _line_number(record: bytes) -> int:
-    """The line number of an rg ``match`` record (a JSON string cannot hold the unescaped
-    key, so the last occurrence is the field)."""
-    at = record.rfind(b'"line_number":')
-    if at >= 0:
-        try:
-            return int(record[at + 14 : record.find(b",", at)])
-        except ValueError:  # null: rg was not counting lines
-            pass
-    return int(json.loads(record)["data"].get("line_number") or 0)
 
 
 def _rg_text(obj: dict[str, Any]) -> str:
@@ -1005,7 +1022,7 @@ class GrepSearch(Tool[GrepSearchInput]):
             )
             if run.fatal:
                 raise SearchError(_clean_rg_error(run.stderr, pattern))
-            found += [Match(str(buffer.path), m.line, m.text) for m in collector.matches]
+            found += [Match(str(buffer.path), m.line, m.text) for m in collector.ordered()]
         return found
 
 
@@ -1038,7 +1055,7 @@ def _format_matches(collector: _MatchCollector, workspace: Workspace) -> str:
     display = _displayer(workspace)
     shown: list[str] = []
     budget = RESULT_CHAR_CAP - 500
-    for match in sorted(collector.matches, key=lambda m: (m.path, m.line)):
+    for match in collector.ordered():
         if len(shown) == MAX_SHOWN_MATCHES:
             break
         line = f"{display(match.path)}:{match.line}: {match.text}"
