@@ -695,3 +695,17 @@ async def test_grep_big_buffer_through_rg_stdin(tree: Path) -> None:
     assert lines(result) == [f"src/app.py:10000: Élan 9999 {'z' * 30}"]
     result = await grep(ws, r"^\p{Lu}lan", path="src")
     assert result.raw_output == {"matches": search.MATCH_STORE_LIMIT, "files": 1}  # kept ones
+
+
+@pytest.mark.parametrize("glob", ["*.py", "**/*.py", "**/*", "*", "?.txt", "*.PY", "**/.*", "*é*"])
+async def test_exact_file_types_list_what_the_glob_selects(tmp_path: Path, glob: str) -> None:
+    # When rg's file type stands for the glob, its listing is taken as is: it must be
+    # what the glob's own regex keeps.
+    for rel in ["a.py", "B.PY", "c.Py", ".hidden.py", "d/.e.py", "d/f/g.txt", "h.txt", "é.py"]:
+        write(tmp_path, rel, "x")
+    file_filter = search.plan_filter(glob, tmp_path)
+    assert file_filter.rg_exact
+    found, _runs, _more = await search.collect_files([file_filter], time_limit=30)
+    checked = search.FileFilter(tmp_path, tmp_path, [], file_filter.regex)
+    everything, _runs, _more = await search.collect_files([checked], time_limit=30)
+    assert sorted(found) == sorted(everything)

@@ -328,6 +328,7 @@ class FileFilter:
     walk: Path
     rg_args: list[str]
     regex: re.Pattern[str] | None
+    rg_exact: bool = False  # rg's file type selects exactly what the glob does
     # Paths are compared as strings: rg prints them under ``walk`` as given, and pathlib
     # costs more than rg itself on large listings.
     _target: str = field(init=False, default="")
@@ -351,7 +352,7 @@ class FileFilter:
     def keep(self, paths: list[str]) -> list[str]:
         """``accepts`` over many paths at once (rg's paths lie under ``walk``, so under the
         target): the regex runs on each path from the prefix's end, without slicing."""
-        if self.regex is None:
+        if self.regex is None or self.rg_exact:
             return paths
         match, start, target = self.regex.match, len(self._prefix), self._target
         return [p for p in paths if p == target or (p.startswith(self._prefix) and match(p, start))]
@@ -386,7 +387,15 @@ def plan_filter(glob: str | None, target: Path) -> FileFilter:
             walk = walk / segment
         if not walk.is_dir():
             walk = target
-    return FileFilter(target, walk, rg_args, regex)
+    # "*.py", "**/*.py", "**/*": only '*', '?' and literals in a name at any depth, which the
+    # file type matches exactly; then rg's listing needs no second look.
+    exact = (
+        bool(rg_args)
+        and not negate
+        and all(s == "**" for s in segments[:-1])
+        and not any(c in name for c in "[{\\")
+    )
+    return FileFilter(target, walk, rg_args, regex, rg_exact=exact)
 
 
 def glob_to_regex(pattern: str) -> re.Pattern[str] | None:
@@ -479,8 +488,12 @@ async def collect_files(
                 more = True
             found.extend(paths)
             if mtimes is not None:
+                stat = os.stat
                 for path in paths:
-                    mtimes[path] = _mtime(path)
+                    try:
+                        mtimes[path] = stat(path).st_mtime
+                    except OSError:
+                        mtimes[path] = 0.0
             return not more
 
         runs.append(
