@@ -580,7 +580,15 @@ def _displayer(workspace: Workspace) -> Callable[[str], str]:
     """``workspace.display`` for path strings, by prefix when the path is under a root."""
     prefixes = [str(root).rstrip("/") + "/" for root in workspace.roots]
 
+    shown: dict[str, str] = {}  # a file's matches are shown one after the other
+
     def display(path: str) -> str:
+        text = shown.get(path)
+        if text is None:
+            text = shown[path] = _display(path)
+        return text
+
+    def _display(path: str) -> str:
         for prefix in prefixes:
             if path.startswith(prefix):
                 return _printable(path[len(prefix) :])
@@ -795,8 +803,8 @@ class _MatchCollector:
     server's event loop by tens of milliseconds.
     """
 
-    def __init__(self, accepts: Callable[[str], bool]) -> None:
-        self.accepts = accepts
+    def __init__(self, accepts: Callable[[str], bool] | None) -> None:
+        self.accepts = accepts  # None: every file is taken
         self.kept: list[_Segment | Match] = []  # in arrival order
         self.kept_count = 0
         self.files: set[str] = set()
@@ -821,7 +829,7 @@ class _MatchCollector:
                         return True
                     pos = block.find(b"\n", begin) + 1  # a block ends with a line break
                     current = _begin_path(block[begin : pos - 1])
-                    skip = not self.accepts(current)
+                    skip = self.accepts is not None and not self.accepts(current)
 
         return on_block
 
@@ -955,7 +963,9 @@ class GrepSearch(Tool[GrepSearchInput]):
                 return False
             return any(f.accepts(path) for f in filters if f.contains(path))
 
-        collector = _MatchCollector(accepts)
+        # No include glob and no dirty buffer: every file rg prints is taken, unasked.
+        everything = not dirty_paths and all(f.regex is None for f in filters)
+        collector = _MatchCollector(None if everything else accepts)
         try:
             async with asyncio.TaskGroup() as group:
                 searches = [
@@ -1025,7 +1035,7 @@ class GrepSearch(Tool[GrepSearchInput]):
         # Python's re cannot read this pattern the way rg does: rg searches the texts.
         found: list[Match] = []
         for buffer in buffers:
-            collector = _MatchCollector(lambda _p: True)
+            collector = _MatchCollector(None)
             run = await run_rg(
                 ["--json", "--no-config", "-e", pattern, "-"],
                 _cwd(buffer.path) if buffer.path.parent.is_dir() else Path(tempfile.gettempdir()),
