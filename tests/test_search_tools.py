@@ -595,10 +595,13 @@ def odd_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-@pytest.mark.parametrize("chunk", [1, 7, 64, 4096, 1 << 16])
-@pytest.mark.parametrize(("store_limit", "count_limit"), [(2000, 5000), (5, 12), (30, 100)])
+@pytest.mark.parametrize("chunk", [1, 7, 64, 700, 4096, 1 << 16])
+@pytest.mark.parametrize(
+    ("store_limit", "count_limit"), [(2000, 5000), (5, 12), (30, 100), (3, 900)]
+)
+@pytest.mark.parametrize("reject", [True, False])
 def test_block_reading_matches_a_plain_json_reading(
-    odd_tree: Path, chunk: int, store_limit: int, count_limit: int, monkeypatch: Any
+    odd_tree: Path, chunk: int, store_limit: int, count_limit: int, reject: bool, monkeypatch: Any
 ) -> None:
     monkeypatch.setattr(search, "MATCH_STORE_LIMIT", store_limit)
     monkeypatch.setattr(search, "MATCH_COUNT_LIMIT", count_limit)
@@ -606,9 +609,10 @@ def test_block_reading_matches_a_plain_json_reading(
     output = subprocess.run([cast(str, rg_binary()), *argv], capture_output=True).stdout
 
     def accepts(path: str) -> bool:
-        return "d1" not in path  # a rejected file's matches are neither kept nor counted
+        return "d1" not in path or not reject  # a rejected file's matches are not counted
 
-    collector = search._MatchCollector(accepts)
+    # without a filter the collector may count whole blocks at once (past the kept ones)
+    collector = search._MatchCollector(accepts if reject else None)
     blocks = search._Blocks(b"\n", collector.feed(), search.RgRun(None, ""))
     for at in range(0, len(output), chunk):  # rg's output cut at arbitrary places
         if not blocks.feed(output[at : at + chunk]):
