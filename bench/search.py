@@ -187,6 +187,21 @@ def run_rg(args: list[str], cwd: Path, marker: bytes, cap: int) -> int:
     return min(count, cap)
 
 
+def listing(args: list[str], cwd: Path) -> list[str]:
+    """The paths rg lists for ``args``."""
+    from agent_ls.tools.search import rg_binary
+
+    out = subprocess.run([cast(str, rg_binary()), *args], cwd=cwd, capture_output=True).stdout
+    return [os.fsdecode(p) for p in out.split(b"\0") if p]
+
+
+def stat_all(paths: list[str]) -> int:
+    """What reading the mtimes alone costs: one ``os.stat`` per listed file."""
+    for path in paths:
+        os.stat(path)
+    return len(paths)
+
+
 Timings = dict[str, list[float]]
 
 
@@ -244,13 +259,17 @@ def run(config: Config) -> list[Row]:
             )
         for label, pattern in LIST_QUERIES.items():
             list_args = list_argv(plan_filter(pattern, tree))
+            listed = listing(list_args, tree)
             times, counts = measure(
                 config,
                 {
                     "tool": lambda p=pattern: run_tool(loop, ListFiles(), {"pattern": p}, ctx),
                     "rg": lambda a=list_args: run_rg(a, tree, b"\0", LIST_COLLECT_LIMIT),
+                    "stat": lambda paths=listed: stat_all(paths),
                 },
             )
+            stat = summarize(times["stat"])
+            stat_text = "—" if stat is None else f"{stat['median']:.1f} ms"
             rows.append(
                 Row(
                     NAME,
@@ -261,7 +280,9 @@ def run(config: Config) -> list[Row]:
                     "rg --files, same argv",
                     Target(1.2, "ratio"),
                     note=f"files: tool {counts['tool']:,}, rg {counts['rg']:,}; the tool also "
-                    "reads each file's mtime (newest first)",
+                    f"reads each file's mtime (newest first): os.stat of them all alone takes "
+                    f"{stat_text}",
+                    detail={"stat_ms": stat},
                 )
             )
     finally:
