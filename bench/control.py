@@ -24,9 +24,20 @@ from typing import Any
 from bench.client import LspClient, Message
 from bench.profiling import pyspy
 from bench.search import ensure_tree
-from bench.servers import BYPASS, Config, small_workspace, start_agent, start_minimal, write_script
+from bench.servers import (
+    BYPASS,
+    Config,
+    server_env,
+    small_workspace,
+    start_agent,
+    start_minimal,
+    write_script,
+)
 from bench.stats import pct, rotated, summarize
 from bench.table import Row, Target
+
+SDK_MODEL = "anthropic:claude-sonnet-4-5"
+FIRST_MS = 40  # issue 19: answered within 40 ms even while the warm-up runs
 
 NAME = "control"
 GAP = 0.005
@@ -129,13 +140,32 @@ def idle(config: Config, root: Path, window: float, pygls: bool) -> Probe:
         client.close()
 
 
+def first_with_sdk(config: Config, root: Path) -> float:
+    """The first ``agent.status`` right after ``initialized`` with the Anthropic model
+    configured, so that it meets the SDK's background import (ms)."""
+    env = server_env(
+        config,
+        AGENT_LS_MODEL=SDK_MODEL,
+        ANTHROPIC_API_KEY="x",
+        ANTHROPIC_BASE_URL="http://127.0.0.1:9",
+    )
+    client = start_agent(config, root, model=SDK_MODEL, env=env)
+    try:
+        rtt, _ = client.call("workspace/executeCommand", execute("agent.status", {}), 30)
+        return rtt * 1000
+    finally:
+        client.close()
+
+
 def run(config: Config) -> list[Row]:
     window = 0.4 if config.quick else 2.0
     root = small_workspace(config)
     tree = ensure_tree(config)
     variants = ["pygls idle", "agent-ls idle", *LOADS]
     runs: dict[str, list[Probe]] = {v: [] for v in variants}
+    sdk_firsts: list[float] = []
     for r in range(config.rounds):
+        sdk_firsts.append(first_with_sdk(config, root))
         for variant in rotated(variants, r):
             if variant.endswith("idle"):
                 runs[variant].append(idle(config, root, window, variant == "pygls idle"))
@@ -169,8 +199,19 @@ def run(config: Config) -> list[Row]:
             summarize(firsts("agent-ls idle")),
             summarize(firsts("pygls idle")),
             "pygls first bench.echo",
-            Target(5),
-            note="meets the start-up warm-up; nothing should block the event loop",
+            Target(FIRST_MS),
+            note="meets the start-up warm-up (script model: the core and tools); nothing "
+            "should block the event loop",
+        ),
+        Row(
+            NAME,
+            "first agent.status right after initialized, SDK warm-up running",
+            "ms",
+            summarize(sdk_firsts),
+            summarize(firsts("pygls idle")),
+            "pygls first bench.echo",
+            Target(FIRST_MS),
+            note=f"{SDK_MODEL}: the status meets the background `import anthropic`",
         ),
         Row(
             NAME,

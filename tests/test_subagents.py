@@ -312,3 +312,40 @@ def test_which_mcp_tools_a_child_gets(tmp_path: Path) -> None:
     # The system prompt (built once per definition) lists the built-ins only, like the
     # parent's, so a server's tools changing between asks never rebuilds it.
     assert "mcp__" not in catalog.system_prompt(agents["all"])
+
+
+async def test_status_rereads_the_agent_files_only_when_they_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agent_ls.agent import subagents
+    from agent_ls.agent.service import AgentService
+    from agent_ls.settings import Settings
+
+    monkeypatch.setenv("AGENT_LS_CONFIG_DIR", str(tmp_path / "user-config"))
+    root = tmp_path / "ws"
+    folder = root / ".agent-ls" / "agents"
+    folder.mkdir(parents=True)
+    (folder / "scout.md").write_text("---\nname: scout\ndescription: Looks.\n---\nLook.\n")
+    service = AgentService(lambda: Settings(model="script:none.json"))
+    reads: list[Path] = []
+    real = subagents.load_definitions
+
+    def counting(where: Path) -> Any:
+        reads.append(where)
+        return real(where)
+
+    monkeypatch.setattr(subagents, "load_definitions", counting)
+
+    def names(status: dict[str, Any]) -> list[str]:
+        return sorted(a["name"] for a in status["available"])
+
+    first = await service.subagent_status(None, root)
+    again = await service.subagent_status(None, root)
+    assert names(first) == names(again) == ["explore", "general", "scout"]
+    assert len(reads) == 1  # unchanged: not parsed again
+    (folder / "scout.md").write_text("---\nname: scout2\ndescription: Looks more.\n---\nLook.\n")
+    (folder / "broken.md").write_text("---\nname: [unclosed\n---\nbody\n")
+    changed = await service.subagent_status(None, root)
+    assert names(changed) == ["explore", "general", "scout2"]
+    assert any("broken.md" in p for p in changed["problems"])
+    assert len(reads) == 2

@@ -40,6 +40,9 @@ class SessionBusy(RuntimeError):
     """The session already has a run; one run per session at a time."""
 
 
+Fingerprint = tuple[tuple[str, int, int], ...]
+
+
 @dataclass
 class ActiveRun:
     """A run in flight. ``token`` is the front door's handle for it (a progress token)."""
@@ -72,6 +75,9 @@ class AgentService:
         self.catalogs: dict[str, SubagentCatalog] = {}
         self.on_warning: Callable[[str], None] = log.warning
         self._warned: set[str] = set()
+        # Before a session's first run: the definitions last read per root, with what they
+        # were read from (see subagents.definitions_fingerprint).
+        self._definitions_seen: dict[Path, tuple[Fingerprint, dict[str, Any]]] = {}
         # The MCP servers, once some are configured (the front door creates it: see
         # ``agent_ls.tools.mcp.McpManager``); sessions whose first ask already waited for them.
         self.mcp: McpManager | None = None
@@ -273,14 +279,20 @@ class AgentService:
 
     async def subagent_status(self, session_id: str | None, root: Path) -> dict[str, Any]:
         """``agent.status``'s ``agents``: the session's, or a fresh look before its first run."""
-        from agent_ls.agent.subagents import load_definitions, status_of
+        from agent_ls.agent.subagents import definitions_fingerprint, load_definitions, status_of
 
         catalog = self.catalogs.get(session_id or "")
         if catalog is not None:
             return catalog.status()
+        fingerprint = definitions_fingerprint(root)
+        seen = self._definitions_seen.get(root)
+        if seen is not None and seen[0] == fingerprint:
+            return seen[1]
         agents, problems = await asyncio.to_thread(load_definitions, root)
         self._warn_once(problems)
-        return status_of(agents, problems)
+        status = status_of(agents, problems)
+        self._definitions_seen[root] = (fingerprint, status)
+        return status
 
     def _warn_once(self, problems: list[str]) -> None:
         for problem in problems:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 import re
 import time
 import uuid
@@ -225,6 +226,23 @@ def load_definitions(root: Path) -> tuple[dict[str, AgentDefinition], list[str]]
     for definition in built_in_agents():
         found.setdefault(definition.name, definition)
     return found, problems
+
+
+def definitions_fingerprint(root: Path) -> tuple[tuple[str, int, int], ...]:
+    """What :func:`load_definitions` would read, as (path, mtime, size) of each ``*.md``: a
+    few ``stat`` calls, cheap enough for the event loop, so an unchanged folder is not parsed
+    again on every ``agent.status``."""
+    seen: list[tuple[str, int, int]] = []
+    for folder in agent_dirs(root):
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    if entry.name.endswith(".md"):
+                        st = entry.stat()
+                        seen.append((entry.path, st.st_mtime_ns, st.st_size))
+        except OSError:
+            continue
+    return tuple(sorted(seen))
 
 
 def child_model_spec(requested: str | None, session_spec: str) -> str | None:

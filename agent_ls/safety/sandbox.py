@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,10 +82,26 @@ def _inside(path: Path, roots: Sequence[Path]) -> bool:
     return any(path == r or path.is_relative_to(r) for r in roots)
 
 
+_found: dict[tuple[str, tuple[Path, ...]], tuple[float, str | None]] = {}
+FOUND_FOR = 5.0  # seconds a lookup is reused: agent.status asks twice per call
+
+
 def find_bwrap(roots: Sequence[Path], path_env: str | None = None) -> str | None:
-    """The first executable ``bwrap`` on PATH outside the workspace folders."""
+    """The first executable ``bwrap`` on PATH outside the workspace folders (the answer is
+    reused for :data:`FOUND_FOR` seconds: each lookup resolves every PATH entry)."""
+    key = (os.environ.get("PATH", "") if path_env is None else path_env, tuple(roots))
+    now = time.monotonic()
+    hit = _found.get(key)
+    if hit is not None and now - hit[0] < FOUND_FOR:
+        return hit[1]
+    program = _look_up_bwrap(roots, key[0])
+    _found[key] = (now, program)
+    return program
+
+
+def _look_up_bwrap(roots: Sequence[Path], path_env: str) -> str | None:
     resolved_roots = [r.resolve() for r in roots]
-    for entry in (os.environ.get("PATH", "") if path_env is None else path_env).split(os.pathsep):
+    for entry in path_env.split(os.pathsep):
         if not entry or not os.path.isabs(entry):
             continue  # "" and "." mean the working directory: the workspace
         candidate = Path(entry) / BACKEND
