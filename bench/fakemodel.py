@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def serve(argv: list[str] | None = None) -> int:
     from tests.fakeapi import FakeAPI, load_script
-    from tests.fakeapi.server import _Handler, _Server
+    from tests.fakeapi.server import _Handler
 
     parser = argparse.ArgumentParser(prog="python -m bench.fakemodel")
     parser.add_argument("--script", required=True)
@@ -64,18 +64,7 @@ def serve(argv: list[str] | None = None) -> int:
                 sys.stdout.flush()
 
     class StampedAPI(FakeAPI):
-        def start(self) -> FakeAPI:
-            if self._server is None:
-                self._server = _Server((self._host, self._port), StampedHandler)
-                self._server.fake = self
-                self._thread = threading.Thread(
-                    target=self._server.serve_forever,
-                    kwargs={"poll_interval": 0.05},
-                    name="fakeapi",
-                    daemon=True,
-                )
-                self._thread.start()
-            return self
+        handler = StampedHandler
 
     api = StampedAPI(chunk_delay=args.chunk_delay)
     script = load_script(args.script)

@@ -78,26 +78,13 @@ def choose(body: dict[str, Any]) -> tuple[bool, int, dict[str, Any]]:
 
 
 def serve() -> int:
-    from tests.fakeapi.server import FakeAPI, _Handler, _Server
+    from tests.fakeapi.server import FakeAPI
     from tests.fakeapi.wire import RecordedRequest, response_from_json
 
     out_lock = threading.Lock()
     local = threading.local()
 
     class PeerAPI(FakeAPI):
-        def start(self) -> FakeAPI:
-            if self._server is None:
-                self._server = _Server((self._host, self._port), _Handler)
-                self._server.fake = self
-                self._thread = threading.Thread(
-                    target=self._server.serve_forever,
-                    kwargs={"poll_interval": 0.05},
-                    name="fakeapi",
-                    daemon=True,
-                )
-                self._thread.start()
-            return self
-
         def _record(self, request: RecordedRequest) -> None:
             arrived = now()
             body = request.body if isinstance(request.body, dict) else {}

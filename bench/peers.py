@@ -45,7 +45,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.client import LspClient
+from bench.client import LspClient, rss_tree_mb
 from bench.peerfake import FILE, NEW, OLD
 from bench.stats import now, rotated
 
@@ -183,31 +183,6 @@ def claude_run(work: Path, fake: Fake, peers: Path) -> dict[str, float]:
     return _headless(argv, root, env, fake)
 
 
-def _tree_rss_mb(pid: int) -> float:
-    """RSS of ``pid`` and its descendants, in MiB (from /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
-    total, todo = 0, [pid]
-    while todo:
-        p = todo.pop()
-        todo.extend(children.get(p, []))
-        try:
-            for line in Path(f"/proc/{p}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-        except OSError:
-            pass
-    return total / 1024
-
-
 def language_server(
     argv: list[str], root: Path, env: dict[str, str], probe: Any
 ) -> dict[str, float]:
@@ -230,7 +205,7 @@ def language_server(
         )
         stamp, _ = client.response(rid)
         cold = (stamp - t0) * 1000
-        rss = _tree_rss_mb(client.proc.pid)
+        rss = rss_tree_mb(client.proc.pid)
         client.notify("initialized", {})
         rtt, _ = client.call(*probe)
         first = rtt * 1000

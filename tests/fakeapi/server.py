@@ -250,9 +250,11 @@ class FakeAPI:
         self._thread: threading.Thread | None = None
 
     # lifecycle
+    handler: type[_Handler] = _Handler  # a subclass may stamp or log what it sends
+
     def start(self) -> FakeAPI:
         if self._server is None:
-            self._server = _Server((self._host, self._port), _Handler)
+            self._server = _Server((self._host, self._port), self.handler)
             self._server.fake = self
             self._thread = threading.Thread(
                 target=self._server.serve_forever,
