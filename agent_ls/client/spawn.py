@@ -70,8 +70,7 @@ class AdoptedProcess:
         return self._popen.poll()
 
     async def wait(self) -> int:
-        if self._exited is None:
-            return await asyncio.to_thread(self._popen.wait)
+        assert self._exited is not None, "connect() first"
         return await asyncio.shield(self._exited)
 
     def kill(self) -> None:
