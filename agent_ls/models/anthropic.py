@@ -5,20 +5,23 @@ history to the wire format (assistant blocks echoed exactly, thinking signatures
 puts prompt-cache breakpoints so that each request extends the previous one, and turns every
 failure into a :class:`ModelError` that says whether retrying may help. The SDK retries nothing
 (``max_retries=0``): the agent loop owns retries. ``anthropic`` is imported lazily because it
-takes over a second to import and the language server must start fast.
+takes over a second to import and the language server must start fast, and from the modules
+that define what we use, its package bodies deferred (:mod:`agent_ls.models.sdk_import`): the
+first request then waits for about half of the SDK.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import os
+import threading
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from agent_ls.models.errors import ANTHROPIC
 from agent_ls.models.sdk import SdkModel
+from agent_ls.models.sdk_import import defer_package_bodies
 from agent_ls.ports.messages import Block, Message, TextBlock, ThinkingBlock, ToolUseBlock, Usage
 from agent_ls.ports.model import (
     ModelError,
@@ -37,6 +40,9 @@ log = logging.getLogger(__name__)
 if TYPE_CHECKING:
     import anthropic
 
+# The SDK release whose package bodies tests/test_sdk_import.py checked: only re-exports of
+# their own modules, so running them late changes nothing. Another release imports as usual.
+SDK_VERSION = "2.14.0"
 DEFAULT_CONTEXT_WINDOW = 200_000
 IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})  # tool results
 _STOP_REASONS = {"end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal"}
@@ -68,11 +74,10 @@ class AnthropicModel(SdkModel["anthropic.AsyncAnthropic"]):
     def _make_client(self) -> anthropic.AsyncAnthropic:
         if self._client is None:
             key = self._key()
-            import anthropic
+            defer_sdk_packages()
+            from anthropic._client import AsyncAnthropic
 
-            self._client = anthropic.AsyncAnthropic(
-                api_key=key, base_url=self._base_url, max_retries=0
-            )
+            self._client = AsyncAnthropic(api_key=key, base_url=self._base_url, max_retries=0)
         return self._client
 
     def request_params(self, request: ModelRequest) -> dict[str, Any]:
@@ -102,8 +107,8 @@ class AnthropicModel(SdkModel["anthropic.AsyncAnthropic"]):
         if self._client is None:
             await self.warm()
         client = self._make_client()
-        import anthropic
         import httpx2
+        from anthropic._exceptions import AnthropicError, APIConnectionError, APIStatusError
 
         params = self.request_params(request)
         tool_ids: dict[int, str] = {}
@@ -116,13 +121,13 @@ class AnthropicModel(SdkModel["anthropic.AsyncAnthropic"]):
                         yield translated
                     elif event.type == "message_stop":
                         final = event.message
-        except anthropic.APIStatusError as exc:
+        except APIStatusError as exc:
             raise status_error(exc, self._model) from exc
-        except anthropic.APIConnectionError as exc:
+        except APIConnectionError as exc:
             raise ANTHROPIC.unreachable(exc.__cause__ or exc, exc) from exc
         except httpx2.TransportError as exc:
             raise ANTHROPIC.cut(exc) from exc
-        except anthropic.AnthropicError as exc:
+        except AnthropicError as exc:
             raise ANTHROPIC.client_error(exc) from exc
         except ValueError as exc:  # the SDK could not parse streamed tool input JSON
             raise ANTHROPIC.malformed(exc) from exc
@@ -321,15 +326,35 @@ _WARM_STREAM = "".join(
 ).encode()
 
 
-@functools.cache
+def defer_sdk_packages() -> None:
+    """Before the first import of ``anthropic``: its package bodies run when first used
+    (not with ``ANTHROPIC_LOG`` set: the top package's body sets up the SDK's logging)."""
+    if not os.environ.get("ANTHROPIC_LOG"):
+        defer_package_bodies("anthropic", version=SDK_VERSION, exclude=("anthropic._vendor",))
+
+
+_prewarm_lock = threading.Lock()
+_prewarmed = False
+
+
 def _prewarm_sdk() -> None:
     """Import the SDK and run one canned stream through it, in memory (no network); once.
 
     The SDK builds pydantic models for streamed events lazily; doing it here, in the warm-up
-    thread, saves 40-150 ms of event-loop time on the first real request.
+    thread, saves 40-150 ms of event-loop time on the first real request. A second caller
+    waits for the first: the SDK is imported by one thread.
     """
-    import anthropic
+    global _prewarmed
+    with _prewarm_lock:
+        if not _prewarmed:
+            _prewarm_stream()
+            _prewarmed = True
+
+
+def _prewarm_stream() -> None:
+    defer_sdk_packages()
     import httpx2
+    from anthropic._client import Anthropic
 
     def respond(request: httpx2.Request) -> httpx2.Response:
         return httpx2.Response(
@@ -337,7 +362,7 @@ def _prewarm_sdk() -> None:
         )
 
     try:
-        client = anthropic.Anthropic(
+        client = Anthropic(
             api_key="warm-up",
             base_url="http://warm-up.invalid",
             http_client=httpx2.Client(transport=httpx2.MockTransport(respond)),
