@@ -65,7 +65,7 @@ ALLOW, ALLOW_SESSION, DENY = "Allow", "Allow for this session", "Deny"
 APPLY, REJECT = "Apply", "Reject"
 SETTLE_SECONDS = 2.0
 COALESCE_SECONDS = 0.02  # at most ~50 text updates a second reach the editor
-CHUNK_KINDS = ("agent_message_chunk", "agent_thought_chunk")
+CHUNK_BURST = 2.0  # chunks that may go at once after a pause (absorbs a steady model's jitter)
 
 
 def position_encoding(server: EditorHost) -> PositionEncoding:
@@ -241,7 +241,9 @@ class LspEditorPort:
         self.session_id = session_id
         self.token = token
         self._pending: list[tuple[str, ChunkUpdate]] = []  # coalesced text chunks
-        self._last_sent = 0.0
+        # A token bucket: one chunk update per COALESCE_SECONDS, up to CHUNK_BURST saved up.
+        self._tokens = CHUNK_BURST
+        self._tokens_at = 0.0
         self._flush_handle: asyncio.TimerHandle | None = None
         self._unsupported: dict[str, str] = {}  # client requests that failed this run
 
@@ -466,9 +468,11 @@ class LspEditorPort:
     def update(self, session_id: str, update: SessionUpdate) -> None:
         """Send an update; text chunks are coalesced to at most one per COALESCE_SECONDS.
 
-        A chunk is sent at once when the last send is older than that (so a slow model adds no
-        latency); otherwise it waits for a timer, merged with the chunks after it. Any other
-        update flushes the waiting chunks first, so order is kept.
+        A chunk is sent at once while the rate allows (so a slow model adds no latency);
+        otherwise it waits for a timer, merged with the chunks after it. Any other update
+        flushes the waiting chunks first, so order is kept. The rate is a token bucket, not a
+        minimum gap since the last send: with a gap, a model streaming a chunk per window has
+        every chunk wait as long as the first one that waited, for the whole stream.
         """
         if (
             update["sessionUpdate"] != "agent_message_chunk"
@@ -480,8 +484,9 @@ class LspEditorPort:
                 self._follow(update["locations"])
             return
         loop = asyncio.get_running_loop()
-        now = loop.time()
-        if not self._pending and now - self._last_sent >= COALESCE_SECONDS:
+        self._refill(loop.time())
+        if not self._pending and self._tokens >= 1:
+            self._tokens -= 1
             self._send(session_id, update)
             return
         last = self._pending[-1] if self._pending else None
@@ -496,8 +501,13 @@ class LspEditorPort:
             waiting["content"] = text(update["content"]["text"])
             self._pending.append((session_id, waiting))
         if self._flush_handle is None:
-            delay = max(0.0, COALESCE_SECONDS - (now - self._last_sent))
+            delay = max(0.0, (1 - self._tokens) * COALESCE_SECONDS)
             self._flush_handle = loop.call_later(delay, self.flush)
+
+    def _refill(self, now: float) -> None:
+        earned = (now - self._tokens_at) / COALESCE_SECONDS
+        self._tokens = min(CHUNK_BURST, self._tokens + earned)
+        self._tokens_at = now
 
     def _follow(self, locations: list[Location]) -> None:
         """``followAgent``: reveal where the agent reads or edits, without taking focus."""
@@ -523,6 +533,9 @@ class LspEditorPort:
             self._flush_handle.cancel()
             self._flush_handle = None
         pending, self._pending = self._pending, []
+        if pending:
+            self._refill(asyncio.get_running_loop().time())
+            self._tokens -= 1  # below zero after a forced flush: the next chunk waits longer
         for session_id, update in pending:
             self._send(session_id, update)
 
@@ -530,8 +543,6 @@ class LspEditorPort:
         self.server.protocol.notify(
             UPDATE_NOTIFICATION, {"sessionId": session_id, "update": update}
         )
-        if update["sessionUpdate"] in CHUNK_KINDS:
-            self._last_sent = asyncio.get_running_loop().time()
 
     def progress(self, message: str, percentage: int | None = None) -> None:
         if self.token is None:
