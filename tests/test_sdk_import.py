@@ -278,3 +278,15 @@ def test_the_sdks_own_logging_switch_gets_a_plain_import() -> None:
     # ``ANTHROPIC_LOG`` is read by the top package's body, which must then run at import.
     loaded = set(_run(LOADED, ANTHROPIC_LOG="info"))
     assert "anthropic.lib.vertex" in loaded
+
+
+def test_the_canned_warm_up_stream_runs_through_the_async_client() -> None:
+    # It fails quietly (the real request reports real problems), so a test says it works:
+    # in memory, no network, the async stream classes the real requests use.
+    out = _run(
+        "import json, sys\n"
+        "from agent_ls.models.anthropic import _prewarm_stream\n"
+        "ok = _prewarm_stream()\n"
+        "print(json.dumps([ok, 'anthropic.lib.streaming._messages' in sys.modules]))\n"
+    )
+    assert out == [True, True]

@@ -351,27 +351,38 @@ def _prewarm_sdk() -> None:
             _prewarmed = True
 
 
-def _prewarm_stream() -> None:
+def _prewarm_stream() -> bool:
+    """One canned stream through the async client, in memory; False if it failed."""
     defer_sdk_packages()
+    import asyncio
+
     import httpx2
-    from anthropic._client import Anthropic
+    from anthropic._client import AsyncAnthropic
 
     def respond(request: httpx2.Request) -> httpx2.Response:
         return httpx2.Response(
             200, headers={"content-type": "text/event-stream"}, content=_WARM_STREAM
         )
 
-    try:
-        client = Anthropic(
+    # The async client, as the real requests use it (its stream classes, its SSE decoder), on
+    # this thread's own event loop.
+    async def stream_once() -> None:
+        client = AsyncAnthropic(
             api_key="warm-up",
             base_url="http://warm-up.invalid",
-            http_client=httpx2.Client(transport=httpx2.MockTransport(respond)),
+            http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(respond)),
             max_retries=0,
         )
-        with client.messages.stream(
+        async with client.messages.stream(
             model="warm-up", max_tokens=1, messages=[{"role": "user", "content": "x"}]
         ) as events:
-            for _ in events:
+            async for _ in events:
                 pass
+        await client.close()
+
+    try:
+        asyncio.run(stream_once())
     except Exception as exc:  # warm-up only; the real request reports real problems
         log.debug("SDK warm-up stream failed: %s", exc)
+        return False
+    return True
