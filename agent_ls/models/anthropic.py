@@ -13,14 +13,12 @@ first request then waits for about half of the SDK.
 from __future__ import annotations
 
 import json
-import logging
 import os
-import threading
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from agent_ls.models.errors import ANTHROPIC
-from agent_ls.models.sdk import SdkModel
+from agent_ls.models.sdk import Once, SdkModel, import_transport, run_canned_stream
 from agent_ls.models.sdk_import import defer_package_bodies
 from agent_ls.ports.messages import Block, Message, TextBlock, ThinkingBlock, ToolUseBlock, Usage
 from agent_ls.ports.model import (
@@ -34,8 +32,6 @@ from agent_ls.ports.model import (
     TurnComplete,
     UsageSoFar,
 )
-
-log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     import anthropic
@@ -333,56 +329,27 @@ def defer_sdk_packages() -> None:
         defer_package_bodies("anthropic", version=SDK_VERSION, exclude=("anthropic._vendor",))
 
 
-_prewarm_lock = threading.Lock()
-_prewarmed = False
-
-
-def _prewarm_sdk() -> None:
-    """Import the SDK and run one canned stream through it, in memory (no network); once.
-
-    The SDK builds pydantic models for streamed events lazily; doing it here, in the warm-up
-    thread, saves 40-150 ms of event-loop time on the first real request. A second caller
-    waits for the first: the SDK is imported by one thread.
-    """
-    global _prewarmed
-    with _prewarm_lock:
-        if not _prewarmed:
-            _prewarm_stream()
-            _prewarmed = True
-
-
 def _prewarm_stream() -> bool:
-    """One canned stream through the async client, in memory; False if it failed."""
-    defer_sdk_packages()
-    import asyncio
+    """One canned stream through the async client the real requests use; False if it failed.
 
-    import httpx2
+    The SDK builds pydantic models for streamed events lazily; doing it in the warm-up thread
+    saves 40-150 ms of event-loop time on the first real request.
+    """
+    defer_sdk_packages()
     from anthropic._client import AsyncAnthropic
 
-    def respond(request: httpx2.Request) -> httpx2.Response:
-        return httpx2.Response(
-            200, headers={"content-type": "text/event-stream"}, content=_WARM_STREAM
-        )
-
-    # The async client, as the real requests use it (its stream classes, its SSE decoder), on
-    # this thread's own event loop.
-    async def stream_once() -> None:
+    async def stream_once(http: Any) -> None:
         client = AsyncAnthropic(
-            api_key="warm-up",
-            base_url="http://warm-up.invalid",
-            http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(respond)),
-            max_retries=0,
+            api_key="warm-up", base_url="http://warm-up.invalid", http_client=http, max_retries=0
         )
         async with client.messages.stream(
             model="warm-up", max_tokens=1, messages=[{"role": "user", "content": "x"}]
         ) as events:
             async for _ in events:
                 pass
-        await client.close()
 
-    try:
-        asyncio.run(stream_once())
-    except Exception as exc:  # warm-up only; the real request reports real problems
-        log.debug("SDK warm-up stream failed: %s", exc)
-        return False
-    return True
+    return run_canned_stream(stream_once, _WARM_STREAM)
+
+
+# Import the SDK, stream once in memory, import the transport: once per process.
+_prewarm_sdk = Once(_prewarm_stream, import_transport)

@@ -4,12 +4,12 @@ Streams with ``stream=True, stream_options={"include_usage": True}``, merges too
 fragments by index, maps ``finish_reason`` onto the Anthropic vocabulary the loop speaks, and
 turns failures into :class:`ModelError`. ``OPENAI_API_KEY``/``OPENAI_BASE_URL`` are honoured;
 a local server (``OPENAI_BASE_URL`` set) may go without a key. The SDK retries nothing
-(``max_retries=0``) and is imported lazily.
+(``max_retries=0``) and is imported lazily, from the modules that define what we use, its
+package bodies deferred (:mod:`agent_ls.models.sdk_import`).
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 from collections.abc import AsyncIterator
@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agent_ls.models.errors import OPENAI
-from agent_ls.models.sdk import SdkModel
+from agent_ls.models.sdk import Once, SdkModel, import_transport, run_canned_stream
+from agent_ls.models.sdk_import import defer_package_bodies
 from agent_ls.ports.messages import (
     Block,
     Message,
@@ -41,6 +42,8 @@ from agent_ls.ports.model import (
 if TYPE_CHECKING:
     import openai
 
+# The SDK release whose package bodies tests/test_sdk_import.py checked (see anthropic.py).
+SDK_VERSION = "3.57.0"
 DEFAULT_CONTEXT_WINDOW = 128_000
 PLACEHOLDER_KEY = "not-needed"  # sent to OpenAI-compatible servers that want no key
 RAW_ARGUMENTS = "_raw_arguments"
@@ -51,6 +54,13 @@ _FINISH_REASONS = {
     "length": "max_tokens",
     "content_filter": "refusal",
 }
+
+
+def defer_sdk_packages() -> None:
+    """Before the first import of ``openai``: its package bodies run when first used (not
+    with ``OPENAI_LOG`` set: the top package's body sets up the SDK's logging)."""
+    if not os.environ.get("OPENAI_LOG"):
+        defer_package_bodies("openai", version=SDK_VERSION, exclude=("openai._vendor",))
 
 
 class OpenAIModel(SdkModel["openai.AsyncOpenAI"]):
@@ -70,14 +80,15 @@ class OpenAIModel(SdkModel["openai.AsyncOpenAI"]):
         return key, base_url
 
     def prepare_sdk(self) -> None:
-        importlib.import_module("openai")
+        _prewarm_sdk()
 
     def _make_client(self) -> openai.AsyncOpenAI:
         if self._client is None:
             key, base_url = self._endpoint()
-            import openai
+            defer_sdk_packages()
+            from openai._client import AsyncOpenAI
 
-            self._client = openai.AsyncOpenAI(api_key=key, base_url=base_url, max_retries=0)
+            self._client = AsyncOpenAI(api_key=key, base_url=base_url, max_retries=0)
         return self._client
 
     def request_params(self, request: ModelRequest) -> dict[str, Any]:
@@ -111,7 +122,7 @@ class OpenAIModel(SdkModel["openai.AsyncOpenAI"]):
             await self.warm()
         client = self._make_client()
         import httpx2
-        import openai
+        from openai._exceptions import APIConnectionError, APIError, APIStatusError, OpenAIError
 
         params = self.request_params(request)
         acc = _Accumulator()
@@ -122,19 +133,19 @@ class OpenAIModel(SdkModel["openai.AsyncOpenAI"]):
                 async for chunk in chunks:
                     for event in acc.feed(chunk):
                         yield event
-        except openai.APIStatusError as exc:
+        except APIStatusError as exc:
             raise status_error(exc, self._model) from exc
-        except openai.APIConnectionError as exc:
+        except APIConnectionError as exc:
             cause = exc.__cause__ or exc
             raise (OPENAI.cut(cause) if acc.received else OPENAI.unreachable(cause, exc)) from exc
-        except openai.APIError as exc:  # an error object inside the stream
+        except APIError as exc:  # an error object inside the stream
             kind = exc.type if isinstance(exc.type, str) else None
             raise OPENAI.status_error(
                 None, detail=exc.message, model=self._model, error_types=(kind,)
             ) from exc
         except httpx2.TransportError as exc:
             raise OPENAI.cut(exc) from exc
-        except openai.OpenAIError as exc:
+        except OpenAIError as exc:
             raise OPENAI.client_error(exc) from exc
         if acc.finish_reason is None:
             raise OPENAI.ended_early()
@@ -314,3 +325,75 @@ def status_error(exc: openai.APIStatusError, model: str) -> ModelError:
         headers=exc.response.headers,
         error_types=(exc.code, exc.type),
     )
+
+
+# --- warm-up ------------------------------------------------------------------------------
+
+_WARM_STREAM = "".join(
+    f"data: {json.dumps(chunk)}\n\n"
+    for chunk in (
+        {
+            "id": "warm",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": "warm",
+            "choices": [{"index": 0, "delta": {"role": "assistant", "content": "a"}}],
+        },
+        {
+            "id": "warm",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": "warm",
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {
+                        "tool_calls": [
+                            {
+                                "index": 0,
+                                "id": "w",
+                                "type": "function",
+                                "function": {"name": "w", "arguments": "{}"},
+                            }
+                        ]
+                    },
+                    "finish_reason": "tool_calls",
+                }
+            ],
+        },
+        {
+            "id": "warm",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": "warm",
+            "choices": [],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        },
+    )
+).encode() + b"data: [DONE]\n\n"
+
+def _prewarm_stream() -> bool:
+    """One canned chat completion through the async client, in memory; False if it failed."""
+    defer_sdk_packages()
+    from openai._client import AsyncOpenAI
+
+    async def stream_once(http: Any) -> None:
+        client = AsyncOpenAI(
+            api_key="warm-up", base_url="http://warm-up.invalid/v1", http_client=http, max_retries=0
+        )
+        chunks = await client.chat.completions.create(
+            model="warm-up",
+            messages=[{"role": "user", "content": "x"}],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        async with chunks:
+            acc = _Accumulator()
+            async for chunk in chunks:
+                list(acc.feed(chunk))
+
+    return run_canned_stream(stream_once, _WARM_STREAM)
+
+
+# Import the SDK, stream once in memory, import the transport: once per process.
+_prewarm_sdk = Once(_prewarm_stream, import_transport)

@@ -8,10 +8,75 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
+import logging
+import threading
 from abc import ABC, abstractmethod
-from typing import ClassVar, Generic, Protocol, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from agent_ls.ports.model import ModelError
+
+# What the SDKs' HTTP client loads on its first real connection (a mocked warm-up stream
+# never connects): imported by the warm-up instead of on the event loop at the first request.
+TRANSPORT_MODULES = (
+    "httpcore2",
+    "h11",
+    "anyio._backends._asyncio",
+    "anyio.streams.memory",
+    "anyio.streams.stapled",
+    "anyio.streams.tls",
+)
+
+
+log = logging.getLogger(__name__)
+
+
+def import_transport() -> None:
+    """Import :data:`TRANSPORT_MODULES` (blocking; for the warm-up thread)."""
+    for name in TRANSPORT_MODULES:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+
+
+class Once:
+    """``steps`` run in order at most once per process; a second caller waits for the first."""
+
+    def __init__(self, *steps: Callable[[], object]) -> None:
+        self._steps = steps
+        self._lock = threading.Lock()
+        self._done = False
+
+    def __call__(self) -> None:
+        with self._lock:
+            if not self._done:
+                for step in self._steps:
+                    step()
+                self._done = True
+
+
+def run_canned_stream(stream_once: Callable[[Any], Awaitable[None]], body: bytes) -> bool:
+    """Run ``stream_once(http_client)`` on an event loop of its own, the ``httpx2`` client
+    answering every request with ``body`` as an event stream, in memory; False if it failed.
+
+    The warm-up of an SDK: what its async client imports and builds on the first stream is
+    ready before the first real request (blocking; for the warm-up thread).
+    """
+    import httpx2
+
+    def respond(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=body)
+
+    async def main() -> None:
+        async with httpx2.AsyncClient(transport=httpx2.MockTransport(respond)) as http:
+            await stream_once(http)
+
+    try:
+        asyncio.run(main())
+    except Exception as exc:  # warm-up only; the real request reports real problems
+        log.debug("SDK warm-up stream failed: %s", exc)
+        return False
+    return True
 
 
 class _Closable(Protocol):

@@ -8,16 +8,19 @@ which a package's ``__init__`` does not run at its import, somewhat as Mercurial
 demandimport does, but for package bodies only: every module that is not a package is
 executed at its import as usual, so an ``ImportError`` still surfaces where the SDK expects it.
 
-A name asked of a deferred package is found where its body would have found it: a submodule
-is imported; a name the body re-exports (``from .message import Message as Message``) is
-taken from the module it names, imported alone; anything else runs the body. A body is read
-(not run) for its re-exports only when it consists of relative ``from`` imports, ``__all__``
-and its docstring; any other body runs the first time a name of its is asked for.
+A name asked of a deferred package is found where its body would have found it: a name the
+body re-exports (``from .message import Message as Message``) is taken from the module it
+names, imported alone; a submodule's name the body does not bind imports the submodule;
+anything else runs the body. A body is read (not run) for its re-exports only when it consists
+of relative ``from`` imports, ``__all__`` and its docstring; any other body runs the first time
+a name it binds is asked for. Where a body binds a submodule's name to something else
+(``from .vertex import vertex``), the submodule does not become the package's attribute when
+it is imported: the name keeps answering what the body binds.
 
 That is sound when re-exporting is all a body does (nothing changes but when, and whether, the
 rest of it is imported), so the hook is installed for one SDK version whose packages a test
 has checked (``tests/test_sdk_import.py``); any other installed version imports as usual.
-``AGENT_LS_EAGER_SDK=1`` turns the hook off.
+``AGENT_LS_EAGER_SDK=1`` turns the hook off. It serves ``anthropic`` and ``openai``.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ _lock = threading.RLock()  # one body runs at a time, and a second thread waits 
 _installed: set[str] = set()
 # package -> {name: (module, attribute or None for the module itself)}; None: not re-exports
 _reexports: dict[str, dict[str, tuple[str, str | None]] | None] = {}
+_bound: dict[str, frozenset[str] | None] = {}  # package -> what its (impure) body binds
 
 
 def defer_package_bodies(package: str, *, version: str, exclude: Sequence[str] = ()) -> bool:
@@ -135,45 +139,117 @@ def reexports(package: str, source: str) -> dict[str, tuple[str, str | None]] | 
     return names
 
 
+def bound_names(source: str) -> frozenset[str]:
+    """The names a body binds at module level (in top-level ``if``/``try`` blocks too)."""
+    names: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                names.update(a.asname or a.name.split(".")[0] for a in node.names)
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                names.add(node.name)
+            elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign | ast.For):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+            elif isinstance(node, ast.If | ast.Try | ast.With):
+                visit(node.body)
+                visit(getattr(node, "orelse", []))
+                for handler in getattr(node, "handlers", []):
+                    visit(handler.body)
+                visit(getattr(node, "finalbody", []))
+
+    visit(ast.parse(source).body)
+    return frozenset(names)
+
+
+def _source_of(module: types.ModuleType) -> str | None:
+    origin = module.__spec__.origin if module.__spec__ else None
+    try:
+        with open(origin or "", encoding="utf-8") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
 def _reexports_of(module: types.ModuleType) -> dict[str, tuple[str, str | None]] | None:
     name = module.__name__
     with _lock:
         if name not in _reexports:
-            origin = module.__spec__.origin if module.__spec__ else None
+            source = _source_of(module)
             try:
-                with open(origin or "", encoding="utf-8") as f:
-                    _reexports[name] = reexports(name, f.read())
-            except (OSError, SyntaxError, ValueError, ImportError):
+                _reexports[name] = None if source is None else reexports(name, source)
+            except (SyntaxError, ValueError, ImportError):
                 _reexports[name] = None
         return _reexports[name]
 
 
+def _bound_by(module: types.ModuleType) -> frozenset[str] | None:
+    """The names an impure body binds; None when unknown (then nothing is taken early)."""
+    name = module.__name__
+    with _lock:
+        if name not in _bound:
+            source = _source_of(module)
+            try:
+                _bound[name] = None if source is None else bound_names(source)
+            except SyntaxError:
+                _bound[name] = None
+        return _bound[name]
+
+
 class _DeferredPackage(types.ModuleType):
-    """A package whose body has not run: its submodules import as usual, a name its body
-    re-exports comes from the module it names, anything else runs the body first."""
+    """A package whose body has not run. A name its body re-exports comes from the module it
+    names; a submodule's name that the body does not bind imports the submodule; anything
+    else runs the body first."""
 
     def __getattr__(self, name: str) -> Any:
-        submodule = _submodule(self, name)
-        if submodule is not None:
-            return submodule
         if not name.startswith("__"):
             table = _reexports_of(self)
             if table is not None and name in table:
                 source, attribute = table[name]
-                value = importlib.import_module(source)
+                value: Any = importlib.import_module(source)
                 if attribute is not None:
                     value = getattr(value, attribute)
                 setattr(self, name, value)
                 return value
+            # A body may bind a submodule's name to something else (``from .x import x``,
+            # ``_client = None``): then the body answers.
+            bound = set(table) if table is not None else _bound_by(self)
+            if bound is not None and name not in bound:
+                submodule = _submodule(self, name)
+                if submodule is not None:
+                    return submodule
         load(self)
-        try:
-            return self.__dict__[name]
-        except KeyError:
-            raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}") from None
+        if is_deferred(self):  # no spec to run it from
+            raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
+        # Now a loaded package: found as in any module (its own ``__getattr__`` included).
+        return getattr(self, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Importing a submodule makes it an attribute of its package; a body that binds that
+        # name to something else (``from .x import x``) would have overwritten it once it ran.
+        # Not stored, the name goes on to the body's binding (``__getattr__``).
+        if (
+            isinstance(value, types.ModuleType)
+            and value.__name__ == f"{self.__name__}.{name}"
+            and _rebinds(self, name)
+        ):
+            return
+        super().__setattr__(name, value)
 
     def __dir__(self) -> list[str]:
         load(self)
         return sorted(self.__dict__)
+
+
+def _rebinds(package: types.ModuleType, name: str) -> bool:
+    """Whether the body of ``package`` binds ``name`` to something else than its submodule."""
+    table = _reexports_of(package)
+    if table is not None:
+        return name in table and table[name] != (f"{package.__name__}.{name}", None)
+    bound = _bound_by(package)
+    return bound is None or name in bound
 
 
 def _submodule(package: types.ModuleType, name: str) -> types.ModuleType | None:
