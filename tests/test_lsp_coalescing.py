@@ -18,7 +18,8 @@ class _Protocol:
 
     def notify(self, method: str, params: Any) -> None:
         update = params["update"]
-        self.sent.append((asyncio.get_running_loop().time(), update["content"]["text"]))
+        if "content" in update:  # a text chunk
+            self.sent.append((asyncio.get_running_loop().time(), update["content"]["text"]))
 
 
 def _port() -> tuple[LspEditorPort, _Protocol]:
@@ -66,3 +67,19 @@ async def test_a_fast_model_still_gets_about_one_update_per_window() -> None:
     assert "".join(words for _, words in protocol.sent) == "".join(called)
     windows = 0.3 / COALESCE_SECONDS
     assert len(protocol.sent) <= windows * 1.5 + 2, len(protocol.sent)
+
+
+async def test_updates_that_force_a_flush_do_not_make_the_next_chunk_wait_longer() -> None:
+    # Text, then a tool call (which sends the waiting text first, for order), again and again
+    # within one window: the chunk after them waits at most one window, not one per flush.
+    port, protocol = _port()
+    loop = asyncio.get_running_loop()
+    for i in range(6):
+        port.update("s", _chunk(f"t{i} "))
+        port.update("s", {"sessionUpdate": "tool_call", "toolCallId": f"c{i}"})
+    called = loop.time()
+    port.update("s", _chunk("last "))
+    await asyncio.sleep(COALESCE_SECONDS * 4)
+    port.flush()
+    sent_at = next(t for t, words in protocol.sent if "last" in words)
+    assert sent_at - called <= COALESCE_SECONDS + 0.01, sent_at - called

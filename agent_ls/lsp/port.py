@@ -535,7 +535,9 @@ class LspEditorPort:
         pending, self._pending = self._pending, []
         if pending:
             self._refill(asyncio.get_running_loop().time())
-            self._tokens -= 1  # below zero after a forced flush: the next chunk waits longer
+            # A flush forced by another update (order) may come before a token has: no debt,
+            # so the next chunk never waits longer than one window.
+            self._tokens = max(0.0, self._tokens - 1)
         for session_id, update in pending:
             self._send(session_id, update)
 
