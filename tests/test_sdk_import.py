@@ -163,7 +163,7 @@ def test_every_deferred_body_only_reexports_but_the_known_ones(sdk: Sdk) -> None
 
 
 @per_sdk
-def test_no_body_binds_a_submodules_name_to_something_else(sdk: Sdk) -> None:
+def test_the_bodies_that_rebind_a_submodules_name_are_the_reviewed_ones(sdk: Sdk) -> None:
     # A deferred package answers a submodule's name with the submodule; a body that rebinds
     # that name (``from .x import x``) would answer differently once it ran.
     shadows = set()
