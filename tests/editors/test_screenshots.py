@@ -16,6 +16,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -99,37 +100,59 @@ NVIM_SCRIPT = {
 }
 
 
-def test_nvim_screenshot(nvim: str, tmp_path: Path) -> None:
+def _nvim_in_tmux(
+    nvim: str,
+    tmp_path: Path,
+    files: dict[str, str],
+    script: dict[str, Any],
+    lua: str,
+    gates: list[tuple[str, str]],
+) -> tuple[dict[str, Any], list[Path]]:
+    """Run ``tests/editors/nvim/<lua>`` in Neovim's TUI inside tmux on a workspace of
+    ``files`` with the script model; capture one screenshot per ``(gate, name)`` as the
+    script reaches it. Returns the harness's data and the shots."""
     chromium = _tools()
     ARTIFACTS.mkdir(exist_ok=True)
-    ws, shots = tmp_path / "ws", tmp_path / "shots"
+    ws, shots_dir = tmp_path / "ws", tmp_path / "shots"
     ws.mkdir()
-    shots.mkdir()
-    from tests.editors.test_nvim import NAMES_PY
-
-    (ws / "names.py").write_text(NAMES_PY, encoding="utf-8")
+    shots_dir.mkdir()
+    for name, text in files.items():
+        (ws / name).write_text(text, encoding="utf-8")
     out = tmp_path / "out.json"
     env = isolated_env(
         tmp_path,
-        AGENT_LS_MODEL=write_script(tmp_path / "model.json", NVIM_SCRIPT),
+        AGENT_LS_MODEL=write_script(tmp_path / "model.json", script),
         AGENT_LS_PLUGIN_DIR=str(EDITORS / "nvim"),
         AGENT_LS_HARNESS=str(HERE / "nvim" / "harness.lua"),
         AGENT_LS_TEST_WS=str(ws),
         AGENT_LS_TEST_OUT=str(out),
-        AGENT_LS_SHOT_DIR=str(shots),
+        AGENT_LS_SHOT_DIR=str(shots_dir),
         AGENT_LS_SERVER_CMD=json.dumps(server_cmd()),
     )
     tmux = Tmux(tmp_path / "tmux.sock", COLS, ROWS)
     try:
-        tmux.start([nvim, "--clean", "-u", str(HERE / "nvim" / "screenshot.lua")], env, ws)
-        shot = _shoot(tmux, shots, "review", "nvim", chromium)
-        done_shot = _shoot(tmux, shots, "done", "nvim-partial", chromium)
+        tmux.start([nvim, "--clean", "-u", str(HERE / "nvim" / lua)], env, ws)
+        shots = [_shoot(tmux, shots_dir, gate, name, chromium) for gate, name in gates]
         _wait_file(out, 20, "the result", tmux)
     finally:
         tmux.kill()
     data = json.loads(out.read_text())
     assert not data.get("error"), data.get("error")
     assert data["result"]["stopReason"] == "end_turn"
+    return data, shots
+
+
+def test_nvim_screenshot(nvim: str, tmp_path: Path) -> None:
+    from tests.editors.test_nvim import NAMES_PY
+
+    _, (shot, done_shot) = _nvim_in_tmux(
+        nvim,
+        tmp_path,
+        {"names.py": NAMES_PY},
+        NVIM_SCRIPT,
+        "screenshot.lua",
+        [("review", "nvim"), ("done", "nvim-partial")],
+    )
     _publish(shot, "nvim.png")
     _publish(done_shot, "nvim-partial.png")
 
@@ -369,33 +392,14 @@ def main():
 
 def test_nvim_task_screenshot(nvim: str, tmp_path: Path) -> None:
     """Neovim's chat with a sub-agent's task and the calls it made indented under it."""
-    chromium = _tools()
-    ARTIFACTS.mkdir(exist_ok=True)
-    ws, shots = tmp_path / "ws", tmp_path / "shots"
-    ws.mkdir()
-    shots.mkdir()
-    (ws / "app.py").write_text(APP_PY_TASK, encoding="utf-8")
-    out = tmp_path / "out.json"
-    env = isolated_env(
+    data, (shot,) = _nvim_in_tmux(
+        nvim,
         tmp_path,
-        AGENT_LS_MODEL=write_script(tmp_path / "model.json", TASK_SCRIPT),
-        AGENT_LS_PLUGIN_DIR=str(EDITORS / "nvim"),
-        AGENT_LS_HARNESS=str(HERE / "nvim" / "harness.lua"),
-        AGENT_LS_TEST_WS=str(ws),
-        AGENT_LS_TEST_OUT=str(out),
-        AGENT_LS_SHOT_DIR=str(shots),
-        AGENT_LS_SERVER_CMD=json.dumps(server_cmd()),
+        {"app.py": APP_PY_TASK},
+        TASK_SCRIPT,
+        "screenshot_task.lua",
+        [("task", "nvim-task")],
     )
-    tmux = Tmux(tmp_path / "tmux.sock", COLS, ROWS)
-    try:
-        tmux.start([nvim, "--clean", "-u", str(HERE / "nvim" / "screenshot_task.lua")], env, ws)
-        shot = _shoot(tmux, shots, "task", "nvim-task", chromium)
-        _wait_file(out, 20, "the result", tmux)
-    finally:
-        tmux.kill()
-    data = json.loads(out.read_text())
-    assert not data.get("error"), data.get("error")
-    assert data["result"]["stopReason"] == "end_turn"
     lines = data["chat"].splitlines()
     task = next(i for i, line in enumerate(lines) if "Find the greeting" in line)
     child = [line for line in lines[task + 1 :] if "Read app.py" in line]

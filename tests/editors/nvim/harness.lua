@@ -114,4 +114,31 @@ function T.run(body)
   vim.cmd(ok and 'qall!' or 'cquit! 1')
 end
 
+--- For screenshots in the real TUI (tmux): redraw, tell the test `name` is ready to capture
+--- (AGENT_LS_SHOT_DIR/<name>.ready) and wait until it has (<name>.go).
+function T.gate(name)
+  vim.cmd('redraw!')
+  local dir = vim.env.AGENT_LS_SHOT_DIR
+  local f = assert(io.open(dir .. '/' .. name .. '.ready', 'w'))
+  f:close()
+  T.wait(function()
+    return vim.uv.fs_stat(dir .. '/' .. name .. '.go') ~= nil
+  end, 60000, 'the capture of ' .. name)
+end
+
+--- `T.run(body)` once the TUI is up (VimEnter), with true colours and a status line.
+function T.run_in_tui(body)
+  vim.api.nvim_create_autocmd('VimEnter', {
+    callback = function()
+      vim.schedule(function()
+        T.run(function()
+          vim.o.termguicolors = true
+          vim.o.laststatus = 2
+          body()
+        end)
+      end)
+    end,
+  })
+end
+
 return T
