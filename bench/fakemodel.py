@@ -78,29 +78,15 @@ def serve(argv: list[str] | None = None) -> int:
     return 0
 
 
-class FakeModel:
-    """Starts ``bench.fakemodel`` and collects its stamped records."""
+class FakeProcess:
+    """A fake API in its own process: it prints its base URL, then one JSON line per record,
+    which are collected here; closing its stdin stops it."""
 
-    def __init__(self, script: list[dict[str, Any]], workdir: Path, chunk_delay: float = 0.0):
-        path = workdir / "fake-script.json"
-        path.write_text(json.dumps(script), encoding="utf-8")
+    def __init__(self, argv: list[str]) -> None:
         self.records: list[dict[str, Any]] = []
         self._cond = threading.Condition()
         self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "bench.fakemodel",
-                "--script",
-                str(path),
-                "--repeat",
-                "--chunk-delay",
-                str(chunk_delay),
-            ],
-            cwd=REPO,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
+            argv, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
         assert self.proc.stdout is not None
         self.url = self.proc.stdout.readline().strip()
@@ -117,6 +103,31 @@ class FakeModel:
                 self.records.append(record)
                 self._cond.notify_all()
 
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def __enter__(self) -> FakeProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class FakeModel(FakeProcess):
+    """Starts ``bench.fakemodel`` on ``script`` and collects its stamped records."""
+
+    def __init__(self, script: list[dict[str, Any]], workdir: Path, chunk_delay: float = 0.0):
+        path = workdir / "fake-script.json"
+        path.write_text(json.dumps(script), encoding="utf-8")
+        argv = [sys.executable, "-m", "bench.fakemodel", "--script", str(path), "--repeat"]
+        super().__init__([*argv, "--chunk-delay", str(chunk_delay)])
+
     def request_records(self, req: int, timeout: float = 30.0) -> list[dict[str, Any]]:
         """The records of request ``req`` (1-based) once its ``message_stop`` was sent."""
 
@@ -127,21 +138,6 @@ class FakeModel:
             if not self._cond.wait_for(done, timeout):
                 raise TimeoutError(f"the fake API did not finish request {req}")
             return [r for r in self.records if r["req"] == req]
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-    def __enter__(self) -> FakeModel:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 if __name__ == "__main__":

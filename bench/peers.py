@@ -46,6 +46,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.client import LspClient, rss_tree_mb
+from bench.fakemodel import FakeProcess
 from bench.peerfake import FILE, NEW, OLD
 from bench.stats import now, rotated
 
@@ -56,37 +57,15 @@ DEFAULT_PEERS = Path.home() / ".cache" / "agent-ls-bench" / "peers"
 SCRUB = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_TOKEN", "AGENT_LS_MODEL")
 
 
-class Fake:
+class Fake(FakeProcess):
     """``bench.peerfake`` in its own process; collects its per-request lines."""
 
     def __init__(self) -> None:
-        self.lines: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        self.proc = subprocess.Popen(
-            [PY, "-m", "bench.peerfake"],
-            cwd=REPO,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self.proc.stdout is not None
-        self.url = self.proc.stdout.readline().strip()
-        threading.Thread(target=self._collect, daemon=True).start()
-
-    def _collect(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            with self._lock:
-                self.lines.append(json.loads(line))
+        super().__init__([PY, "-m", "bench.peerfake"])
 
     def since(self, t0: float) -> list[dict[str, Any]]:
-        with self._lock:
-            return [x for x in self.lines if x["t"] >= t0]
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(timeout=10)
+        with self._cond:
+            return [x for x in self.records if x["t"] >= t0]
 
 
 def _base_env() -> dict[str, str]:
