@@ -70,6 +70,17 @@ def task_result(ed: EditorSim, call_id: str) -> dict[str, Any]:
     return done[0]
 
 
+async def gone(pid: int, seconds: float = 5.0) -> bool:
+    """Whether process ``pid`` is gone within ``seconds``."""
+    for _ in range(int(seconds / 0.05)):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        await asyncio.sleep(0.05)
+    return False
+
+
 def sessions_dir() -> Path:
     return Path(os.environ["AGENT_LS_DATA_DIR"]) / "sessions"
 
@@ -209,14 +220,7 @@ async def test_cancel_stops_every_child_and_its_processes(workspace: Path, api: 
         result = await asyncio.wait_for(ask, 10)
         assert result["stopReason"] == "cancelled"
         # The child's command is gone, and so is the other child's model stream.
-        for _ in range(100):
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            await asyncio.sleep(0.05)
-        else:
-            pytest.fail("the child's shell command survived the cancel")
+        assert await gone(pid), "the child's shell command survived the cancel"
         assert api.wait_disconnect(1, timeout=5)
         # The session takes the next ask; its history has "cancelled" results for both tasks.
         api.enqueue(Turn(text="ready again"))
@@ -468,14 +472,7 @@ async def test_a_timed_out_childs_processes_are_stopped(workspace: Path, api: An
         assert result["stopReason"] == "end_turn", result
         assert pid_file.exists(), "the child's command never started"
         pid = int(pid_file.read_text())
-        for _ in range(100):
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            await asyncio.sleep(0.05)
-        else:
-            pytest.fail("the timed-out child's shell command survived")
+        assert await gone(pid), "the timed-out child's shell command survived"
         card = task_result(ed, "toolu_t")
         assert card["status"] == "failed"
         assert "timed out" in card["rawOutput"] and "Starting the build." in card["rawOutput"]
