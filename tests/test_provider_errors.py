@@ -6,6 +6,7 @@ message, a lost row or a row that leaks from one provider to the other turns a c
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import AsyncIterator, Iterator
 
@@ -13,8 +14,9 @@ import pytest
 
 from agent_ls.models.anthropic import AnthropicModel
 from agent_ls.models.openai import OpenAIModel
+from agent_ls.models.remote import ModelWorker, RemoteModel
 from agent_ls.ports.messages import Message, TextBlock
-from agent_ls.ports.model import ModelError, ModelRequest
+from agent_ls.ports.model import Model, ModelError, ModelRequest
 from tests.fakeapi import FakeAPI, Fault, Turn
 
 MODEL = "model-x"
@@ -90,27 +92,50 @@ def make_model(provider: str, base_url: str) -> AnthropicModel | OpenAIModel:
     return OpenAIModel(MODEL, base_url=base_url + "/v1", api_key="k")
 
 
-@pytest.fixture(params=PROVIDERS)
-async def model(request: pytest.FixtureRequest, api: FakeAPI) -> AsyncIterator[object]:
-    m = make_model(request.param, api.url)
-    yield m
-    await m.aclose()
+@pytest.fixture(scope="module")
+def worker(server: FakeAPI) -> Iterator[ModelWorker]:
+    """The model worker process, its SDKs configured (by environment) for the fake API."""
+    env = {
+        **os.environ,
+        "ANTHROPIC_BASE_URL": server.url,
+        "ANTHROPIC_API_KEY": "k",
+        "OPENAI_BASE_URL": server.url + "/v1",
+        "OPENAI_API_KEY": "k",
+    }
+    w = ModelWorker(env=env)
+    yield w
+    w.stop()
 
 
-async def failure(model: AnthropicModel | OpenAIModel) -> ModelError:
+# Each provider in this process, and streamed by the model worker process: the same table.
+@pytest.fixture(params=[*PROVIDERS, "anthropic in the worker", "openai in the worker"])
+async def model(
+    request: pytest.FixtureRequest, api: FakeAPI, worker: ModelWorker
+) -> AsyncIterator[Model]:
+    provider, _, where = str(request.param).partition(" ")
+    local = make_model(provider, api.url)
+    if where:
+        yield RemoteModel(local, lambda: worker)
+        assert worker.exited is None, "a provider error must not take the worker down"
+    else:
+        yield local
+    await local.aclose()
+
+
+async def failure(model: Model) -> ModelError:
     with pytest.raises(ModelError) as info:
         async for _ in model.stream(REQUEST):
             pass
     return info.value
 
 
-def pick(model: object, anthropic: str, openai: str) -> str:
-    return anthropic if isinstance(model, AnthropicModel) else openai
+def pick(model: Model, anthropic: str, openai: str) -> str:
+    return anthropic if model.name.startswith("anthropic:") else openai
 
 
 @pytest.mark.parametrize("status", sorted(STATUS_TABLE))
 async def test_each_status_reads_and_retries_as_the_table_says(
-    api: FakeAPI, model: AnthropicModel | OpenAIModel, status: int
+    api: FakeAPI, model: Model, status: int
 ) -> None:
     retryable, anthropic, openai = STATUS_TABLE[status]
     before = len(api.requests)
@@ -135,7 +160,7 @@ async def test_each_status_reads_and_retries_as_the_table_says(
     ids=["seconds", "ms", "ms-first", "http-date", "garbage"],
 )
 async def test_retry_after_is_read_from_the_response(
-    api: FakeAPI, model: AnthropicModel | OpenAIModel, headers: dict[str, str], seconds: float
+    api: FakeAPI, model: Model, headers: dict[str, str], seconds: float
 ) -> None:
     api.enqueue(Fault.status(429, headers=headers))
     error = await failure(model)
@@ -149,7 +174,7 @@ async def test_retry_after_is_read_from_the_response(
 )
 async def test_x_should_retry_overrides_the_table(
     api: FakeAPI,
-    model: AnthropicModel | OpenAIModel,
+    model: Model,
     status: int,
     should_retry: str,
     retryable: bool,
@@ -159,14 +184,14 @@ async def test_x_should_retry_overrides_the_table(
 
 
 async def test_exhausted_quota_is_final_for_openai_only(
-    api: FakeAPI, model: AnthropicModel | OpenAIModel
+    api: FakeAPI, model: Model
 ) -> None:
     api.enqueue(Fault.status(429, error_type="insufficient_quota", message="q"))
     error = await failure(model)
     assert str(error) == pick(
         model, "Anthropic API rate limit reached (429): q", "OpenAI quota exhausted (429): q"
     )
-    assert error.retryable is isinstance(model, AnthropicModel)
+    assert error.retryable is model.name.startswith("anthropic:")
 
 
 @pytest.mark.parametrize(
@@ -180,7 +205,7 @@ async def test_exhausted_quota_is_final_for_openai_only(
     ],
 )
 async def test_error_event_mid_stream(
-    api: FakeAPI, model: AnthropicModel | OpenAIModel, error_type: str, retryable: bool
+    api: FakeAPI, model: Model, error_type: str, retryable: bool
 ) -> None:
     api.enqueue(Fault.error_event(error_type, message="the detail"))
     error = await failure(model)
@@ -206,7 +231,7 @@ async def test_error_event_mid_stream(
     ids=["cut", "ended-early"],
 )
 async def test_broken_streams_are_retryable(
-    api: FakeAPI, model: AnthropicModel | OpenAIModel, fault: Fault, anthropic: str, openai: str
+    api: FakeAPI, model: Model, fault: Fault, anthropic: str, openai: str
 ) -> None:
     api.enqueue(fault)
     error = await failure(model)

@@ -146,7 +146,7 @@ class AgentService:
 
         spec = self.settings.resolved_model()
         if self._model is None or self._model_spec != spec:
-            self._model = load_model(spec)
+            self._model = load_model(spec, in_worker=True)
             self._model_spec = spec
         return self._model
 
@@ -311,7 +311,7 @@ class AgentService:
             return self.model()
         model = catalog.models.get(spec)
         if model is None:
-            model = catalog.models[spec] = load_model(spec)
+            model = catalog.models[spec] = load_model(spec, in_worker=True)
         return model
 
     async def hooks_for(

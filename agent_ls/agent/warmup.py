@@ -90,16 +90,26 @@ def preload_in_background(spec: str | None = None) -> threading.Thread:
     thread.
 
     For a server whose client will ask at once (``agent-ls run``): the imports start at
-    process start instead of after ``initialized``. Anything that fails here is left for the
+    process start instead of after ``initialized``. An SDK model's worker process
+    (:mod:`agent_ls.models.remote`) starts now and warms it on another core; with the worker
+    off, the SDK is imported here after the core. Anything that fails here is left for the
     first ask to report.
     """
+    from agent_ls import DEFAULT_MODEL
+    from agent_ls.models import remote
+
+    spec = spec or os.environ.get("AGENT_LS_MODEL") or DEFAULT_MODEL
+    try:
+        remote.start_early(spec)
+    except OSError as exc:  # the first ask starts it again and reports
+        log.info("could not start the model worker: %s", exc)
+    in_worker = remote.enabled()
 
     def work() -> None:
         try:
             import_core()
-            from agent_ls import DEFAULT_MODEL
-
-            prepare_model(spec or os.environ.get("AGENT_LS_MODEL") or DEFAULT_MODEL)
+            if not in_worker:
+                prepare_model(spec)
         except Exception as exc:
             log.info("preload failed: %s", exc)
 

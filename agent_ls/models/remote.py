@@ -1,0 +1,261 @@
+"""Models whose SDK runs in the model worker process (:mod:`agent_ls.models.worker`).
+
+The language server keeps one worker (:func:`shared_worker`): spawned as the server starts
+when it knows the model already (``serve --preload``, for ``agent-ls run``), else at the first
+warm-up. :class:`RemoteModel` is a :class:`~agent_ls.ports.model.Model` whose ``stream``
+runs there; the agent loop cannot tell it from the SDK adapter it wraps. Two threads carry the
+frames (one writes, one reads), so neither a long request nor a slow worker blocks an event
+loop, and any number of streams share the pipe. A worker that dies fails its streams with a
+retryable :class:`~agent_ls.ports.model.ModelError`; the next request starts a new one.
+
+``AGENT_LS_MODEL_WORKER=0`` keeps the SDKs in the server process.
+
+Imported at server start-up before anything heavy: standard library only at the top.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import queue
+import subprocess
+import sys
+import threading
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import asyncio
+    from typing import TypeAlias
+
+    from agent_ls.models.sdk import SdkModel
+    from agent_ls.ports.model import ModelEvent, ModelRequest
+
+    Deliver: TypeAlias = Callable[[tuple[Any, ...]], None]  # a stream's messages, on its loop
+    Waiter: TypeAlias = asyncio.Future[None]
+
+log = logging.getLogger(__name__)
+
+
+_shared: ModelWorker | None = None
+_shared_lock = threading.Lock()
+
+
+def enabled() -> bool:
+    """Whether SDK models run in the worker (``AGENT_LS_MODEL_WORKER`` is not ``0``)."""
+    return os.environ.get("AGENT_LS_MODEL_WORKER", "1").strip() != "0"
+
+
+def shared_worker(preload: Sequence[str] = ()) -> ModelWorker:
+    """This process's worker, started now (warming ``preload``) if none is running."""
+    global _shared
+    with _shared_lock:
+        if _shared is None or _shared.exited is not None:
+            _shared = ModelWorker(preload)
+        return _shared
+
+
+def start_early(spec: str) -> None:
+    """Start the worker warming ``spec`` now, if it is an SDK model and the worker is on."""
+    provider = spec.partition(":")[0]
+    if enabled() and provider in ("anthropic", "openai"):
+        shared_worker([spec])
+
+
+class ModelWorker:
+    """One worker process and the frames to and from it."""
+
+    def __init__(self, preload: Sequence[str] = (), env: Mapping[str, str] | None = None) -> None:
+        """Spawn the worker (its environment: ``env``, else this process's), warming
+        ``preload``. Raises ``OSError`` if it cannot start."""
+        level = logging.getLevelName(logging.root.level)
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "agent_ls.models.worker", "--log-level", level, *preload],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=None if env is None else dict(env),
+        )
+        self._lock = threading.Lock()
+        self._next_sid = 0
+        self._streams: dict[int, tuple[asyncio.AbstractEventLoop, Deliver]] = {}
+        self._warm_waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, Waiter]]] = {}
+        self._warmed: set[str] = set()
+        self._asked_warm: set[str] = set(preload)
+        self.exited: int | None = None
+        self._outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        threading.Thread(target=self._write_loop, name="agent-ls-model-out", daemon=True).start()
+        threading.Thread(target=self._read_loop, name="agent-ls-model-in", daemon=True).start()
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    # -- the two threads -------------------------------------------------------------------
+
+    def _write_loop(self) -> None:
+        stdin = self._proc.stdin
+        assert stdin is not None
+        while (frame := self._outbox.get()) is not None:
+            try:
+                stdin.write(frame)
+                stdin.flush()
+            except (BrokenPipeError, ValueError, OSError):
+                return  # the reader sees the worker go and fails what is open
+        stdin.close()
+
+    def _read_loop(self) -> None:
+        from agent_ls.models.frames import HEADER, MAX_FRAME, decode
+
+        stdout = self._proc.stdout
+        assert stdout is not None
+        try:
+            while len(header := stdout.read(HEADER.size)) == HEADER.size:
+                (size,) = HEADER.unpack(header)
+                body = stdout.read(size) if size <= MAX_FRAME else b""
+                if len(body) != size:
+                    break
+                self._dispatch(decode(body))
+        except Exception:  # a frame we cannot read: the worker is unusable
+            log.exception("model worker: unreadable frame")
+            self._proc.kill()
+        code = self._proc.wait()
+        self._gone(code)
+
+    def _dispatch(self, message: tuple[Any, ...]) -> None:
+        kind = message[0]
+        if kind == "warmed":
+            with self._lock:
+                self._warmed.add(message[1])
+                waiters = self._warm_waiters.pop(message[1], [])
+            for loop, future in waiters:
+                loop.call_soon_threadsafe(_resolve, future)
+            return
+        with self._lock:
+            target = self._streams.get(message[1])
+        if target is not None:
+            loop, deliver = target
+            loop.call_soon_threadsafe(deliver, message)
+
+    def _gone(self, code: int) -> None:
+        with self._lock:
+            self.exited = code
+            streams = list(self._streams.values())
+            waiters = [w for ws in self._warm_waiters.values() for w in ws]
+            self._warm_waiters.clear()
+        if streams or code not in (0, -9, -15):
+            log.warning("the model worker exited with code %s", code)
+        for loop, deliver in streams:
+            _call_soon(loop, deliver, ("gone", code))
+        for loop, future in waiters:
+            _call_soon(loop, _resolve, future)
+
+    # -- what the models call --------------------------------------------------------------
+
+    def send(self, message: tuple[Any, ...]) -> None:
+        from agent_ls.models.frames import encode
+
+        self._outbox.put(encode(message))
+
+    async def warm(self, spec: str) -> None:
+        """Until ``spec``'s SDK is warm in the worker (or the worker is gone)."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        with self._lock:
+            if spec in self._warmed or self.exited is not None:
+                return
+            self._warm_waiters.setdefault(spec, []).append((loop, future))
+            ask = spec not in self._asked_warm
+            self._asked_warm.add(spec)
+        if ask:
+            self.send(("warm", spec))
+        await future
+
+    def open_stream(
+        self, deliver: Callable[[tuple[Any, ...]], None], loop: asyncio.AbstractEventLoop
+    ) -> int:
+        """A new stream id whose messages go to ``deliver`` on ``loop``."""
+        with self._lock:
+            self._next_sid += 1
+            sid = self._next_sid
+            self._streams[sid] = (loop, deliver)
+            exited = self.exited
+        if exited is not None:
+            loop.call_soon(deliver, ("gone", exited))
+        return sid
+
+    def close_stream(self, sid: int, *, cancel: bool) -> None:
+        with self._lock:
+            self._streams.pop(sid, None)
+        if cancel and self.exited is None:
+            self.send(("cancel", sid))
+
+    def stop(self) -> None:
+        """Close the worker's stdin (it exits at once); does not wait."""
+        self._outbox.put(None)
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[..., None], *args: Any) -> None:
+    with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits any more
+        loop.call_soon_threadsafe(callback, *args)
+
+
+class RemoteModel:
+    """An SDK model (``local`` names it and sizes its context) streamed by the worker."""
+
+    def __init__(self, local: SdkModel[Any], worker: Callable[[], ModelWorker] = shared_worker):
+        self._local = local
+        self._worker = worker
+
+    @property
+    def name(self) -> str:
+        return self._local.name
+
+    @property
+    def context_window(self) -> int:
+        return self._local.context_window
+
+    async def warm(self) -> None:
+        await self._worker().warm(self.name)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        import asyncio
+
+        from agent_ls.ports.model import ModelError
+
+        worker = self._worker()
+        inbox: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
+        sid = worker.open_stream(inbox.put_nowait, asyncio.get_running_loop())
+        finished = False
+        try:
+            worker.send(("stream", sid, self.name, request))
+            while True:
+                message = await inbox.get()
+                kind = message[0]
+                if kind == "event":
+                    yield message[2]
+                elif kind == "done":
+                    finished = True
+                    return
+                elif kind == "error":
+                    finished = True
+                    raise ModelError(message[2], retryable=message[3], retry_after=message[4])
+                elif kind == "gone":
+                    finished = True
+                    raise ModelError(
+                        f"the model worker process exited (code {message[1]}) during the "
+                        "request; the next request starts a new one",
+                        retryable=True,
+                    )
+        finally:
+            worker.close_stream(sid, cancel=not finished)
+
+    async def aclose(self) -> None:
+        """Nothing here: the worker owns the client and its connections."""

@@ -1,0 +1,166 @@
+"""The model worker: a process of its own that imports the SDKs and streams the turns.
+
+``python -m agent_ls.models.worker [SPEC ...]`` warms the SDKs of the ``SPEC``s at once, then
+serves :mod:`agent_ls.models.remote` over its stdin and stdout: length-prefixed pickles
+(``>I`` byte count, then the pickle), the only thing ever written to its stdout. In::
+
+    ("warm", spec)                 import and warm that model's SDK, answer ("warmed", spec)
+                                   (each SPEC of the command line is answered so too)
+    ("stream", sid, spec, request) stream one turn of a ModelRequest
+    ("cancel", sid)                stop that stream (its HTTP response is closed)
+
+Out::
+
+    ("warmed", spec)
+    ("event", sid, event)          one ModelEvent
+    ("error", sid, message, retryable, retry_after)
+    ("done", sid)                  the stream ended (after its TurnComplete, or cancelled)
+
+Why a process: the SDKs are over half a second of imports and their streams parse every event
+with pydantic; in the language server that CPU shares one GIL with the thread that answers the
+editor. Here it runs on another core. The worker exits when its stdin closes (the server is
+gone), at once: nothing it holds needs flushing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import os
+import pickle
+import sys
+from typing import Any, BinaryIO
+
+from agent_ls.models.frames import encode, read_frame
+
+log = logging.getLogger("agent_ls.models.worker")
+
+class Worker:
+    """Serves the messages of one server; one model object per spec, built on first use."""
+
+    def __init__(self, out: BinaryIO) -> None:
+        self._out = out
+        self._models: dict[str, Any] = {}
+        self._streams: dict[int, asyncio.Task[None]] = {}
+        self._warming: dict[str, asyncio.Task[None]] = {}
+        self._answering: set[asyncio.Task[None]] = set()
+
+    def send(self, message: tuple[Any, ...]) -> None:
+        self._out.write(encode(message))
+        self._out.flush()
+
+    def _model(self, spec: str) -> Any:
+        model = self._models.get(spec)
+        if model is None:
+            from agent_ls.models import load_model
+
+            model = self._models[spec] = load_model(spec)
+        return model
+
+    def warm(self, spec: str) -> asyncio.Task[None]:
+        """Warm ``spec``'s SDK once; every ``warm`` of it is answered when that is done."""
+        task = self._warming.get(spec)
+        if task is None:
+            task = self._warming[spec] = asyncio.ensure_future(self._warm(spec))
+        return task
+
+    async def _warm(self, spec: str) -> None:
+        try:
+            await self._model(spec).warm()
+        except Exception as exc:  # the stream reports it where the user sees it
+            log.info("warm-up of %s failed: %s", spec, exc)
+        finally:
+            settle_gc()
+
+    def answer_warm(self, spec: str) -> None:
+        """Warm ``spec``, then say so."""
+        task = asyncio.ensure_future(self._answer_warm(spec))
+        self._answering.add(task)
+        task.add_done_callback(self._answering.discard)
+
+    async def _answer_warm(self, spec: str) -> None:
+        await self.warm(spec)
+        self.send(("warmed", spec))
+
+    async def _stream(self, sid: int, spec: str, request: Any) -> None:
+        from agent_ls.ports.model import ModelError
+
+        try:
+            async for event in self._model(spec).stream(request):
+                self.send(("event", sid, event))
+        except ModelError as exc:
+            self.send(("error", sid, str(exc), exc.retryable, exc.retry_after))
+        except asyncio.CancelledError:
+            pass
+        except Exception as exc:  # a bug of ours or the SDK's: report it, stay up
+            log.exception("stream %s failed", sid)
+            self.send(("error", sid, f"the model client failed: {type(exc).__name__}: {exc}",
+                       False, None))
+        finally:
+            self._streams.pop(sid, None)
+        self.send(("done", sid))
+
+    def handle(self, message: tuple[Any, ...]) -> None:
+        kind = message[0]
+        if kind == "warm":
+            self.answer_warm(message[1])
+        elif kind == "stream":
+            _, sid, spec, request = message
+            self._streams[sid] = asyncio.ensure_future(self._stream(sid, spec, request))
+        elif kind == "cancel":
+            task = self._streams.get(message[1])
+            if task is not None:
+                task.cancel()
+        else:
+            log.warning("unknown message %r", kind)
+
+
+async def serve(specs: list[str]) -> None:
+    """Warm ``specs``, then answer stdin until it closes."""
+    loop = asyncio.get_running_loop()
+    # Stray prints (an SDK's warning) must not land between our frames: fd 1 becomes stderr.
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    worker = Worker(out)
+    for spec in specs:
+        worker.answer_warm(spec)
+    reader = asyncio.StreamReader(limit=2**16)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)
+    if not specs:
+        settle_gc()
+    while (message := await read_frame(reader)) is not None:
+        worker.handle(message)
+
+
+def settle_gc() -> None:
+    """After the first warm-up: what the SDK import built is never garbage (``gc.freeze``
+    keeps it out of later collections), and collecting resumes. Idempotent."""
+    if not gc.isenabled():
+        gc.freeze()
+        gc.enable()
+
+
+def main(argv: list[str]) -> int:
+    """``[--log-level LEVEL] [SPEC ...]``"""
+    gc.disable()  # while the SDKs import (see agent.warmup.pause_gc); enabled once warm
+    level = "WARNING"
+    if argv[:1] == ["--log-level"] and len(argv) > 1:
+        level, argv = argv[1].upper(), argv[2:]
+    logging.basicConfig(
+        level=getattr(logging, level, logging.WARNING),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        asyncio.run(serve(argv))
+    except (ValueError, pickle.UnpicklingError) as exc:
+        log.error("model worker: bad input from the server: %s", exc)
+        os._exit(2)
+    # Nothing to flush or join: the SDK's pools die with the process, and skipping the
+    # interpreter's teardown keeps the exit at a few milliseconds.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,227 @@
+"""The model worker process: the SDKs stream there, the server sees the same turns.
+
+The error table runs through the worker too (``tests/test_provider_errors.py``); here, what only
+a second process brings: a whole turn crossing the pipe, a cancelled stream closing its HTTP
+response, a worker that dies or is fed garbage, and the server's worker from start to exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from agent_ls.models import load_model, remote
+from agent_ls.models.anthropic import AnthropicModel
+from agent_ls.models.remote import ModelWorker, RemoteModel
+from agent_ls.ports.messages import Message, TextBlock, ToolUseBlock
+from agent_ls.ports.model import (
+    ModelError,
+    ModelEvent,
+    ModelRequest,
+    TextDelta,
+    ToolInputDelta,
+    ToolUseStart,
+    TurnComplete,
+)
+from tests.editor_sim import editor
+from tests.fakeapi import FakeAPI, Turn, TurnUsage
+
+SPEC = "anthropic:claude-sonnet-4-5"
+REQUEST = ModelRequest(system="s", tools=[], messages=[Message("user", [TextBlock("hi")])])
+
+
+@pytest.fixture
+def api() -> Iterator[FakeAPI]:
+    with FakeAPI() as fake:
+        yield fake
+    assert not fake.rejections, "the real API would have refused these requests"
+
+
+def api_env(api: FakeAPI) -> dict[str, str]:
+    return {**os.environ, "ANTHROPIC_BASE_URL": api.url, "ANTHROPIC_API_KEY": "k"}
+
+
+@pytest.fixture
+async def worker(api: FakeAPI) -> AsyncIterator[ModelWorker]:
+    w = ModelWorker([SPEC], env=api_env(api))
+    yield w
+    w.stop()
+    await asyncio.to_thread(_wait_gone, w.pid)
+
+
+def remote_model(worker: ModelWorker) -> RemoteModel:
+    return RemoteModel(AnthropicModel("claude-sonnet-4-5"), lambda: worker)
+
+
+async def collect(model: RemoteModel, request: ModelRequest = REQUEST) -> list[ModelEvent]:
+    return [event async for event in model.stream(request)]
+
+
+def _wait_gone(pid: int, timeout: float = 5.0) -> bool:
+    """Whether ``pid`` ended (exited, or a zombie nobody reaped yet) within ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return True
+        if state in ("Z", "X"):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def children(pid: int) -> list[tuple[int, str]]:
+    """``(pid, command line)`` of each child of ``pid``."""
+    found: list[tuple[int, str]] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            try:
+                cmdline = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ")
+            except OSError:
+                continue
+            found.append((int(child), cmdline.decode(errors="replace")))
+    return found
+
+
+def model_workers(pid: int) -> list[int]:
+    return [child for child, cmd in children(pid) if "agent_ls.models.worker" in cmd]
+
+
+async def test_a_whole_turn_crosses_the_pipe(api: FakeAPI, worker: ModelWorker) -> None:
+    api.enqueue(
+        Turn(
+            text=["Let me ", "look."],
+            tool_uses=[("read_file", {"file_path": "a.py"}, "toolu_1")],
+            usage=TurnUsage(input_tokens=12, output_tokens=7),
+        )
+    )
+    events = await collect(remote_model(worker))
+    text = "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert text == "Let me look."
+    starts = [e for e in events if isinstance(e, ToolUseStart)]
+    assert [(s.id, s.name) for s in starts] == [("toolu_1", "read_file")]
+    partial = "".join(e.partial_json for e in events if isinstance(e, ToolInputDelta))
+    assert partial.replace(" ", "") == '{"file_path":"a.py"}'
+    done = events[-1]
+    assert isinstance(done, TurnComplete)
+    assert done.stop_reason == "tool_use"
+    assert (done.usage.input_tokens, done.usage.output_tokens) == (12, 7)
+    tool = [b for b in done.message.content if isinstance(b, ToolUseBlock)]
+    assert tool[0].input == {"file_path": "a.py"}
+    assert api.requests[0].body["model"] == "claude-sonnet-4-5"
+
+
+async def test_streams_share_the_worker(api: FakeAPI, worker: ModelWorker) -> None:
+    api.enqueue(*(Turn(text=f"answer {i}", chunk_delay=0.01) for i in range(3)))
+    model = remote_model(worker)
+    runs = await asyncio.gather(*(collect(model) for _ in range(3)))
+    texts = sorted("".join(e.text for e in run if isinstance(e, TextDelta)) for run in runs)
+    assert texts == ["answer 0", "answer 1", "answer 2"]
+
+
+async def test_a_cancelled_stream_closes_its_response(api: FakeAPI, worker: ModelWorker) -> None:
+    api.enqueue(Turn(text=[f"w{i} " for i in range(200)], chunk_delay=0.02), Turn(text="next"))
+    model = remote_model(worker)
+    stream = model.stream(REQUEST)
+    async for event in stream:
+        if isinstance(event, TextDelta):
+            break
+    await stream.aclose()  # as the agent loop does when the user cancels
+    assert await asyncio.to_thread(api.wait_disconnect, 1, 5.0), "the HTTP stream stayed open"
+    events = await collect(model)
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "next"
+
+
+async def test_a_dead_worker_fails_the_turn_retryably_and_is_replaced(
+    api: FakeAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in api_env(api).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(remote, "_shared", None)
+    model = load_model(SPEC, in_worker=True)
+    assert isinstance(model, RemoteModel)
+    api.enqueue(Turn(text=[f"w{i} " for i in range(200)], chunk_delay=0.02), Turn(text="again"))
+    first = remote.shared_worker()
+    with pytest.raises(ModelError) as info:
+        async for event in model.stream(REQUEST):
+            if isinstance(event, TextDelta):
+                os.kill(first.pid, signal.SIGKILL)
+    assert info.value.retryable is True
+    assert "model worker process exited" in str(info.value)
+    events = await collect(model)  # type: ignore[arg-type]
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "again"
+    second = remote.shared_worker()
+    assert second.pid != first.pid
+    second.stop()
+
+
+async def test_warm_returns_once_the_sdk_is_loaded(worker: ModelWorker) -> None:
+    model = remote_model(worker)
+    await asyncio.wait_for(model.warm(), 60)
+    await asyncio.wait_for(model.warm(), 1)  # warm already: at once
+
+
+def test_garbage_on_its_stdin_ends_the_worker_with_an_error() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "agent_ls.models.worker"],
+        input=b"\x00\x00\x00\x05hello",
+        capture_output=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert b"bad input from the server" in proc.stderr
+    assert proc.stdout == b""
+
+
+def test_stdin_closing_ends_the_worker_at_once() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agent_ls.models.worker"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    time.sleep(0.3)
+    assert proc.stdin is not None
+    proc.stdin.close()
+    assert proc.wait(timeout=10) == 0
+
+
+async def test_the_server_streams_through_its_worker_and_leaves_none(
+    workspace: Path, api: FakeAPI
+) -> None:
+    api.enqueue(Turn(text="Hello from the worker."))
+    env = {"AGENT_LS_MODEL": SPEC, "ANTHROPIC_BASE_URL": api.url, "ANTHROPIC_API_KEY": "k"}
+    async with editor(workspace, env=env) as ed:
+        result = await ed.ask("hi")
+        server = ed.client._server
+        assert server is not None
+        workers = model_workers(server.pid)
+    assert result["text"] == "Hello from the worker.", result
+    assert len(workers) == 1, children(server.pid)
+    assert await asyncio.to_thread(_wait_gone, workers[0]), "the worker outlived the server"
+
+
+async def test_with_the_worker_off_the_sdk_runs_in_the_server(
+    workspace: Path, api: FakeAPI
+) -> None:
+    api.enqueue(Turn(text="In process."))
+    env = {
+        "AGENT_LS_MODEL": SPEC,
+        "ANTHROPIC_BASE_URL": api.url,
+        "ANTHROPIC_API_KEY": "k",
+        "AGENT_LS_MODEL_WORKER": "0",
+    }
+    async with editor(workspace, env=env) as ed:
+        result = await ed.ask("hi")
+        server = ed.client._server
+        assert server is not None
+        assert model_workers(server.pid) == []
+    assert result["text"] == "In process.", result
