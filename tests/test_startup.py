@@ -90,3 +90,16 @@ def test_the_warm_up_turns_garbage_collection_back_on_with_the_imports_frozen(
     assert seen["paused"] is True
     assert seen["enabled"] is True
     assert int(str(seen["frozen"])) > 10_000
+
+
+def test_the_headless_client_loads_no_lsp_library() -> None:
+    # `agent-ls run` speaks JSON-RPC itself: pygls and lsprotocol cost ~400 ms of CPU in the
+    # client, on the cores the server and its model worker start on.
+    seen = _fresh(
+        "import json, sys\n"
+        "import agent_ls.client.headless\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in\n"
+        "    ('lsprotocol', 'cattrs', 'attrs', 'pydantic') or m.startswith('pygls.lsp')\n"
+        "    or m in ('pygls.protocol', 'pygls.server'))))"
+    )
+    assert seen == []

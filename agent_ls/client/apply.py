@@ -1,6 +1,7 @@
 """Applying a ``WorkspaceEdit`` the way an editor would, hunk by hunk.
 
-Used by the headless client (on disk, atomically) and by test clients (on their documents).
+Used by the headless client (on disk, atomically). The edit is the JSON the server sent:
+``documentChanges`` (``TextDocumentEdit``s, ``CreateFile``, ``DeleteFile``) or ``changes``.
 """
 
 from __future__ import annotations
@@ -10,15 +11,15 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from lsprotocol import types
+from typing import Any
 
 from agent_ls.edits import LineIndex, PositionEncoding, apply_hunks
 from agent_ls.lsp.jsonrpc import uri_to_path
 from agent_ls.ports.editor import Hunk
 from agent_ls.workspace import DiskText, FileProblem, read_disk, write_atomically
 
-AcceptHunk = Callable[[Path, int, types.TextEdit | types.AnnotatedTextEdit], bool]
+TextEdit = dict[str, Any]  # {"range": ..., "newText": ..., "annotationId"?: ...}
+AcceptHunk = Callable[[Path, int, TextEdit], bool]
 
 
 @dataclass
@@ -27,35 +28,38 @@ class FileEdits:
 
     uri: str
     version: int | None
-    edits: list[types.TextEdit | types.AnnotatedTextEdit] = field(default_factory=list)
+    edits: list[TextEdit] = field(default_factory=list)
     create: bool = False
 
 
-def collect(edit: types.WorkspaceEdit) -> list[FileEdits]:
+def _is_text_edit(edit: Any) -> bool:
+    return isinstance(edit, dict) and "range" in edit and "newText" in edit
+
+
+def collect(edit: dict[str, Any]) -> list[FileEdits]:
     """Normalise ``documentChanges`` / ``changes`` into per-file edit lists."""
     files: list[FileEdits] = []
     created: set[str] = set()
-    for change in edit.document_changes or []:
-        if isinstance(change, types.CreateFile):
-            created.add(change.uri)
-        elif isinstance(change, types.TextDocumentEdit):
-            edits = [
-                e for e in change.edits if isinstance(e, types.TextEdit | types.AnnotatedTextEdit)
-            ]
-            uri = change.text_document.uri
-            files.append(FileEdits(uri, change.text_document.version, edits, uri in created))
+    for change in edit.get("documentChanges") or []:
+        if change.get("kind") == "create":
+            created.add(change["uri"])
+        elif "textDocument" in change:
+            edits = [e for e in change.get("edits") or [] if _is_text_edit(e)]
+            uri = change["textDocument"]["uri"]
+            version = change["textDocument"].get("version")
+            files.append(FileEdits(uri, version, edits, uri in created))
     for uri in created - {f.uri for f in files}:
         files.append(FileEdits(uri, None, [], True))
-    for uri, text_edits in (edit.changes or {}).items():
-        files.append(FileEdits(uri, None, list(text_edits)))
+    for uri, text_edits in (edit.get("changes") or {}).items():
+        files.append(FileEdits(uri, None, [e for e in text_edits if _is_text_edit(e)]))
     return files
 
 
 def apply_text_edits(
     text: str,
-    edits: list[types.TextEdit | types.AnnotatedTextEdit],
+    edits: list[TextEdit],
     encoding: PositionEncoding,
-    accept: Callable[[int, types.TextEdit | types.AnnotatedTextEdit], bool] = lambda i, e: True,
+    accept: Callable[[int, TextEdit], bool] = lambda i, e: True,
 ) -> tuple[str, list[int]]:
     """Apply the accepted edits (all ranges refer to the original text); return text, indexes."""
     index = LineIndex(text)
@@ -64,9 +68,14 @@ def apply_text_edits(
     for i, edit in enumerate(edits):
         if not accept(i, edit):
             continue
-        start = index.offset(edit.range.start.line, edit.range.start.character, encoding)
-        end = index.offset(edit.range.end.line, edit.range.end.character, encoding)
-        hunks.append(Hunk(start, end, edit.new_text))
+        start, end = edit["range"]["start"], edit["range"]["end"]
+        hunks.append(
+            Hunk(
+                index.offset(start["line"], start["character"], encoding),
+                index.offset(end["line"], end["character"], encoding),
+                edit["newText"],
+            )
+        )
         accepted.append(i)
     return apply_hunks(text, hunks), accepted
 
@@ -78,14 +87,14 @@ class DiskResult:
 
 
 def apply_to_disk(
-    edit: types.WorkspaceEdit, encoding: PositionEncoding, accept: AcceptHunk
+    edit: dict[str, Any], encoding: PositionEncoding, accept: AcceptHunk
 ) -> DiskResult:
     """Apply ``edit`` to files on disk, asking ``accept`` per hunk. All-or-nothing per file."""
     any_applied = False
-    for change in edit.document_changes or []:
+    for change in edit.get("documentChanges") or []:
         # Deletions (agent.undo of a file a run created), asked like a hunk (index -1).
-        gone = uri_to_path(change.uri) if isinstance(change, types.DeleteFile) else None
-        if gone is not None and accept(gone, -1, change):  # type: ignore[arg-type]
+        gone = uri_to_path(change["uri"]) if change.get("kind") == "delete" else None
+        if gone is not None and accept(gone, -1, change):
             with contextlib.suppress(FileNotFoundError):
                 gone.unlink()
             any_applied = True

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 import os
 import signal
 import subprocess
@@ -19,18 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from lsprotocol import types
-from pygls.exceptions import JsonRpcMethodNotFound
-from pygls.io_ import run_async
-from pygls.lsp.client import LanguageClient
 from rich.text import Text
 
 from agent_ls import __version__
-from agent_ls.client.apply import apply_to_disk
+from agent_ls.client.apply import TextEdit, apply_to_disk
+from agent_ls.client.connection import METHOD_NOT_FOUND, Connection, ResponseError
 from agent_ls.client.render import Renderer
 from agent_ls.client.spawn import AdoptedProcess, spawn_server
 from agent_ls.edits import PositionEncoding
-from agent_ls.lsp.jsonrpc import path_to_uri, plain_json, uri_to_path
+from agent_ls.lsp.jsonrpc import path_to_uri, uri_to_path
 
 Policy = Literal["yes", "no", "ask"]
 ENCODING: PositionEncoding = "utf-16"
@@ -39,27 +35,20 @@ EXIT_OK, EXIT_ERROR, EXIT_CANCELLED = 0, 1, 130
 NO_DIAGNOSTICS = "agent-ls run has no language servers (give --checker CMD for diagnostics)"
 
 
-def client_capabilities() -> types.ClientCapabilities:
-    return types.ClientCapabilities(
-        general=types.GeneralClientCapabilities(
-            position_encodings=[types.PositionEncodingKind.Utf16]
-        ),
-        workspace=types.WorkspaceClientCapabilities(
-            apply_edit=True,
-            workspace_edit=types.WorkspaceEditClientCapabilities(
-                document_changes=True,
-                resource_operations=[
-                    types.ResourceOperationKind.Create,
-                    types.ResourceOperationKind.Delete,
-                ],
-                change_annotation_support=types.ChangeAnnotationsSupportOptions(
-                    groups_on_label=False
-                ),
-            ),
-            configuration=True,
-        ),
-        window=types.WindowClientCapabilities(work_done_progress=True),
-    )
+def client_capabilities() -> dict[str, Any]:
+    return {
+        "general": {"positionEncodings": [ENCODING]},
+        "workspace": {
+            "applyEdit": True,
+            "workspaceEdit": {
+                "documentChanges": True,
+                "resourceOperations": ["create", "delete"],
+                "changeAnnotationSupport": {"groupsOnLabel": False},
+            },
+            "configuration": True,
+        },
+        "window": {"workDoneProgress": True},
+    }
 
 
 @dataclass
@@ -77,26 +66,6 @@ class RunOptions:
     undo: bool = False  # agent.undo on session_id instead of an ask
 
 
-class _Client(LanguageClient):
-    async def adopt(self, popen: subprocess.Popen[bytes]) -> None:
-        """Speak to a server already spawned (as :meth:`start_io` does for one it spawns)."""
-        server = await AdoptedProcess(popen).connect()
-        assert server.stdin is not None and server.stdout is not None
-        self.protocol.set_writer(server.stdin)
-        connection = asyncio.create_task(
-            run_async(
-                stop_event=self._stop_event,
-                reader=server.stdout,
-                protocol=self.protocol,
-                logger=logging.getLogger("pygls.client"),
-                error_handler=self.report_server_error,
-            )
-        )
-        self._server = server  # type: ignore[assignment]
-        notify_exit = asyncio.create_task(self._server_exit())
-        self._async_tasks.extend([connection, notify_exit])
-
-
 class Headless:
     def __init__(
         self,
@@ -106,106 +75,90 @@ class Headless:
     ):
         self.options = options
         self.renderer = renderer
-        self.client = _Client("agent-ls-run", __version__)
         self._spawned = server
+        self._server: AdoptedProcess | None = None
+        self._rpc: Connection | None = None
         self._stderr_lines: list[str] = []
         self._cancelling = False
-        self._register()
+        self._pending: set[asyncio.Task[Any]] = set()
+
+    @property
+    def rpc(self) -> Connection:
+        assert self._rpc is not None, "_start() first"
+        return self._rpc
 
     # -- answering the server ------------------------------------------------------------
 
-    def _register(self) -> None:
-        client = self.client
-
-        @client.feature(types.WORKSPACE_APPLY_EDIT)
-        async def apply_edit(
-            ls: LanguageClient, params: types.ApplyWorkspaceEditParams
-        ) -> types.ApplyWorkspaceEditResult:
-            return await self.apply_edit(params)
-
-        @client.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
-        async def show_message_request(
-            ls: LanguageClient, params: types.ShowMessageRequestParams
-        ) -> types.MessageActionItem | None:
-            return await self.confirm(params)
-
-        @client.feature(types.WINDOW_WORK_DONE_PROGRESS_CREATE)
-        def create_progress(ls: LanguageClient, params: types.WorkDoneProgressCreateParams) -> None:
-            return None
-
-        @client.feature(types.PROGRESS)
-        def on_progress(ls: LanguageClient, params: types.ProgressParams) -> None:
-            value = params.value
-            message = getattr(value, "message", None) or (
-                value.get("message") if isinstance(value, dict) else None
-            )
-            kind = getattr(value, "kind", None) or (
-                value.get("kind") if isinstance(value, dict) else None
-            )
-            if message and kind == "report":
-                self.renderer.progress(str(message))
-
-        @client.feature("agent/update")
-        def on_update(ls: LanguageClient, params: Any) -> None:
-            update = plain_json(getattr(params, "update", None) or {})
-            self.renderer.update(update)
-
-        @client.feature("agent/saveDocuments")
-        def save_documents(ls: LanguageClient, params: Any) -> dict[str, Any]:
-            # Edits are written to disk as they are accepted: everything is saved already.
-            return {"saved": list(getattr(params, "uris", None) or [])}
-
+    def _handlers(self) -> dict[str, Any]:
         checker = self.options.checker
 
-        @client.feature("agent/getDiagnostics")
-        async def get_diagnostics(ls: LanguageClient, params: Any) -> dict[str, Any]:
+        def on_progress(params: dict[str, Any]) -> None:
+            value = (params or {}).get("value")
+            if isinstance(value, dict) and value.get("message") and value.get("kind") == "report":
+                self.renderer.progress(str(value["message"]))
+
+        def on_update(params: dict[str, Any]) -> None:
+            self.renderer.update((params or {}).get("update") or {})
+
+        def save_documents(params: dict[str, Any]) -> dict[str, Any]:
+            # Edits are written to disk as they are accepted: everything is saved already.
+            return {"saved": list((params or {}).get("uris") or [])}
+
+        async def get_diagnostics(params: dict[str, Any]) -> dict[str, Any]:
             if not checker:
                 # No language servers here: say so (the server tells the model), quietly.
-                raise JsonRpcMethodNotFound(NO_DIAGNOSTICS)
+                raise ResponseError(METHOD_NOT_FOUND, NO_DIAGNOSTICS)
             from agent_ls.client.checker import run_checker
 
-            uri = getattr(params, "uri", None)
-            return await run_checker(checker, self.options.cwd, uri)
+            return await run_checker(checker, self.options.cwd, (params or {}).get("uri"))
 
-        @client.feature(types.WINDOW_SHOW_MESSAGE)
-        def show_message(ls: LanguageClient, params: types.ShowMessageParams) -> None:
-            self.renderer.progress(params.message)
+        def show_message(params: dict[str, Any]) -> None:
+            self.renderer.progress(str((params or {}).get("message", "")))
 
-        @client.feature(types.WINDOW_LOG_MESSAGE)
-        def log_message(ls: LanguageClient, params: types.LogMessageParams) -> None:
-            return None
+        def configuration(params: dict[str, Any]) -> list[Any]:
+            return [None for _ in (params or {}).get("items") or []]
 
-        @client.feature(types.WORKSPACE_CONFIGURATION)
-        def configuration(ls: LanguageClient, params: types.ConfigurationParams) -> list[Any]:
-            return [None for _ in params.items]
+        return {
+            "workspace/applyEdit": self.apply_edit,
+            "window/showMessageRequest": self.confirm,
+            "window/workDoneProgress/create": lambda params: None,
+            "$/progress": on_progress,
+            "agent/update": on_update,
+            "agent/saveDocuments": save_documents,
+            "agent/getDiagnostics": get_diagnostics,
+            "window/showMessage": show_message,
+            "window/logMessage": lambda params: None,
+            "workspace/configuration": configuration,
+        }
 
-    async def apply_edit(
-        self, params: types.ApplyWorkspaceEditParams
-    ) -> types.ApplyWorkspaceEditResult:
-        edit = params.edit
-        annotations = edit.change_annotations or {}
+    async def apply_edit(self, params: dict[str, Any]) -> dict[str, Any]:
+        edit = params["edit"]
+        annotations = edit.get("changeAnnotations") or {}
         policy = self.options.policy
         decisions: dict[tuple[Path, int], bool] = {}
         if policy == "ask":
             decisions = await asyncio.to_thread(self._ask_hunks, edit)
 
-        def accept(path: Path, index: int, text_edit: Any) -> bool:
+        def accept(path: Path, index: int, text_edit: TextEdit) -> bool:
             if policy != "ask":
                 return policy == "yes"
-            annotation = annotations.get(getattr(text_edit, "annotation_id", None) or "")
-            if annotation is None or not annotation.needs_confirmation:
+            annotation = annotations.get(text_edit.get("annotationId") or "")
+            if not isinstance(annotation, dict) or not annotation.get("needsConfirmation"):
                 return True
             return decisions.get((path, index), False)
 
         result = apply_to_disk(edit, ENCODING, accept)
-        return types.ApplyWorkspaceEditResult(applied=result.applied, failure_reason=result.failure)
+        answer: dict[str, Any] = {"applied": result.applied}
+        if result.failure is not None:
+            answer["failureReason"] = result.failure
+        return answer
 
-    def _ask_hunks(self, edit: types.WorkspaceEdit) -> dict[tuple[Path, int], bool]:
+    def _ask_hunks(self, edit: dict[str, Any]) -> dict[tuple[Path, int], bool]:
         from agent_ls.client.apply import collect
 
         decisions: dict[tuple[Path, int], bool] = {}
-        for change in edit.document_changes or []:
-            gone = uri_to_path(change.uri) if isinstance(change, types.DeleteFile) else None
+        for change in edit.get("documentChanges") or []:
+            gone = uri_to_path(change["uri"]) if change.get("kind") == "delete" else None
             if gone is not None:
                 answer = _prompt(f"Delete {self._shown(gone)}? [y/N] ")
                 decisions[(gone, -1)] = answer.strip().lower() in ("y", "yes")
@@ -215,7 +168,7 @@ class Headless:
                 continue
             old_text = _disk_text(path)
             for i, text_edit in enumerate(file_edits.edits):
-                line = text_edit.range.start.line + 1
+                line = text_edit["range"]["start"]["line"] + 1
                 self.renderer.err.print(
                     f"[bold]{self._shown(path)}[/bold] hunk {i + 1} at line {line}:"
                 )
@@ -232,22 +185,21 @@ class Headless:
         except ValueError:
             return str(path)
 
-    async def confirm(
-        self, params: types.ShowMessageRequestParams
-    ) -> types.MessageActionItem | None:
-        titles = [a.title for a in params.actions or []]
+    async def confirm(self, params: dict[str, Any]) -> dict[str, Any] | None:
+        titles = [str(a.get("title")) for a in params.get("actions") or []]
+        message = str(params.get("message", ""))
         policy = self.options.policy
         if policy == "no":
             choice = "Deny" if "Deny" in titles else None
         elif policy == "yes":
             choice = next((t for t in ("Allow", "Apply") if t in titles), None)
         else:
-            choice = await asyncio.to_thread(self._ask_choice, params.message, titles)
+            choice = await asyncio.to_thread(self._ask_choice, message, titles)
         if policy != "ask":
-            self.renderer.question(params.message, choice or "Deny", f"--{policy}")
+            self.renderer.question(message, choice or "Deny", f"--{policy}")
         if choice is None:
             return None
-        return types.MessageActionItem(title=choice)
+        return {"title": choice}
 
     def _ask_choice(self, message: str, titles: list[str]) -> str | None:
         self.renderer.err.print(message, markup=False)
@@ -264,28 +216,40 @@ class Headless:
         """Spawn the server, initialize it; returns the stderr drain task."""
         opts = self.options
         popen, self._spawned = self._spawned, None
-        await self.client.adopt(popen or spawn_server(opts.cwd, opts.model, preload=False))
-        server_proc = self.client._server
+        server = await AdoptedProcess(
+            popen or spawn_server(opts.cwd, opts.model, preload=False)
+        ).connect()
+        self._server = server
+        assert server.stdin is not None and server.stdout is not None
+        self._rpc = Connection(server.stdout, server.stdin)
+        self._rpc.handlers.update(self._handlers())
         drain: asyncio.Future[None] | None = None
-        if server_proc is not None and server_proc.stderr is not None:
-            drain = asyncio.ensure_future(self._drain(server_proc.stderr))
+        if server.stderr is not None:
+            drain = asyncio.ensure_future(self._drain(server.stderr))
         root_uri = path_to_uri(opts.cwd)
         init_options: dict[str, Any] = {}
         if opts.mode:
             init_options["mode"] = opts.mode
         if opts.sandbox:
             init_options["sandbox"] = opts.sandbox
-        await self.client.initialize_async(
-            types.InitializeParams(
-                capabilities=client_capabilities(),
-                root_uri=root_uri,
-                workspace_folders=[types.WorkspaceFolder(uri=root_uri, name=opts.cwd.name)],
-                initialization_options=init_options or None,
-                client_info=types.ClientInfo(name="agent-ls run", version=__version__),
-            )
+        await self.rpc.request(
+            "initialize",
+            {
+                "processId": os.getpid(),
+                "capabilities": client_capabilities(),
+                "rootUri": root_uri,
+                "workspaceFolders": [{"uri": root_uri, "name": opts.cwd.name}],
+                "initializationOptions": init_options or None,
+                "clientInfo": {"name": "agent-ls run", "version": __version__},
+            },
         )
-        self.client.initialized(types.InitializedParams())
+        self.rpc.notify("initialized", {})
         return drain
+
+    async def _command(self, command: str, argument: dict[str, Any]) -> Any:
+        return await self.rpc.request(
+            "workspace/executeCommand", {"command": command, "arguments": [argument]}
+        )
 
     async def list_mcp(self, settle_seconds: float = 120.0) -> int:
         """``agent-ls mcp``: the MCP servers once they settled (started, failed or denied)."""
@@ -293,11 +257,7 @@ class Headless:
         try:
             deadline = asyncio.get_running_loop().time() + settle_seconds
             while True:
-                answer = plain_json(
-                    await self.client.workspace_execute_command_async(
-                        types.ExecuteCommandParams(command="agent.mcp", arguments=[{}])
-                    )
-                )
+                answer = await self._command("agent.mcp", {})
                 servers = answer.get("servers", [])
                 settled = all(s.get("state") not in ("starting", "approval") for s in servers)
                 if settled or asyncio.get_running_loop().time() > deadline:
@@ -326,10 +286,7 @@ class Headless:
         try:
             if opts.undo:
                 return await self._undo(opts.session_id or "")
-            result = await self.client.workspace_execute_command_async(
-                types.ExecuteCommandParams(command="agent.ask", arguments=[argument])
-            )
-            result = plain_json(result)
+            result = await self._command("agent.ask", argument)
             self.renderer.finish(result)
             if opts.json_output:
                 print(json.dumps(result, indent=2))
@@ -346,7 +303,7 @@ class Headless:
                 self.renderer.finish({"stopReason": "cancelled"})
                 return EXIT_CANCELLED
             self.renderer.err.print(f"[red]error:[/red] {exc}")
-            server = self.client._server
+            server = self._server
             if server is not None and server.returncode is not None:  # it died: say why
                 tail = "".join(self._stderr_lines[-20:]).strip()
                 if tail:
@@ -361,13 +318,7 @@ class Headless:
 
     async def _undo(self, session_id: str) -> int:
         """``agent-ls undo``: revert the session's last run, answering the preview by policy."""
-        result = plain_json(
-            await self.client.workspace_execute_command_async(
-                types.ExecuteCommandParams(
-                    command="agent.undo", arguments=[{"sessionId": session_id}]
-                )
-            )
-        )
+        result = await self._command("agent.undo", {"sessionId": session_id})
         if self.options.json_output:
             print(json.dumps(result, indent=2))
         else:
@@ -382,17 +333,21 @@ class Headless:
     def _cancel(self) -> None:
         if self._cancelling:  # a second Ctrl-C: stop waiting for a clean cancel
             self.renderer.progress("stopping the server")
-            server = self.client._server
+            server = self._server
             if server is not None and server.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(server.pid, signal.SIGKILL)
             return
         self._cancelling = True
         self.renderer.progress("cancelling… (Ctrl-C again to stop at once)")
-        self.client.protocol.send_request(
-            types.WORKSPACE_EXECUTE_COMMAND,
-            types.ExecuteCommandParams(command="agent.cancel", arguments=[{}]),
-        )
+        task = asyncio.ensure_future(self._command("agent.cancel", {}))
+        self._pending.add(task)
+        task.add_done_callback(self._cancel_sent)
+
+    def _cancel_sent(self, task: asyncio.Task[Any]) -> None:
+        self._pending.discard(task)
+        if not task.cancelled():
+            task.exception()  # the run's own answer says what became of it
 
     async def _drain(self, stream: asyncio.StreamReader) -> None:
         while line := await stream.readline():
@@ -400,14 +355,19 @@ class Headless:
             del self._stderr_lines[:-200]
 
     async def _shutdown(self) -> None:
+        proc = self._server
         try:
-            await asyncio.wait_for(self.client.shutdown_async(None), 5)
-            self.client.exit(None)
-            await asyncio.wait_for(self.client.stop(), 5)
+            await asyncio.wait_for(self.rpc.request("shutdown"), 5)
+            self.rpc.notify("exit")
+            await self.rpc.drain()
+            self.rpc.close_input()
+            if proc is not None:
+                await asyncio.wait_for(proc.wait(), 5)
         except Exception:
-            proc = self.client._server
             if proc is not None and proc.returncode is None:
                 proc.kill()
+        finally:
+            await self.rpc.aclose()
 
 
 PREVIEW_LINES = 40
@@ -422,13 +382,14 @@ def _disk_text(path: Path) -> str:
         return ""
 
 
-def hunk_preview(old_text: str, text_edit: Any) -> list[tuple[str, str]]:
+def hunk_preview(old_text: str, text_edit: TextEdit) -> list[tuple[str, str]]:
     """The lines a hunk removes and the lines it puts in their place, as ``-``/``+`` rows."""
     from agent_ls.client.apply import apply_text_edits
 
     lines = old_text.splitlines(keepends=True)
-    first, last = text_edit.range.start.line, text_edit.range.end.line
-    if text_edit.range.end.character == 0 and last > first:
+    start, end = text_edit["range"]["start"], text_edit["range"]["end"]
+    first, last = start["line"], end["line"]
+    if end["character"] == 0 and last > first:
         last -= 1  # a range ending at a line's start does not touch that line
     before = "".join(lines[first : last + 1])
     region_end = sum(len(ln) for ln in lines[: last + 1])
@@ -455,9 +416,6 @@ def _prompt(text: str) -> str:
 
 def run_headless(options: RunOptions, server: subprocess.Popen[bytes] | None = None) -> int:
     """Run ``options`` on ``server`` (spawned by :func:`spawn_server`, or now)."""
-    # pygls logs every error answer it sends (with a traceback); in a terminal, what matters
-    # is already rendered, so the library stays quiet.
-    logging.getLogger("pygls").setLevel(logging.CRITICAL)
     renderer = Renderer(quiet=options.quiet, root=options.cwd, json_output=options.json_output)
     return asyncio.run(Headless(options, renderer, server).run())
 
