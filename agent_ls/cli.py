@@ -31,6 +31,10 @@ def _serve(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("pygls").setLevel(max(logging.WARNING, logging.root.level))
+    from agent_ls.agent.warmup import start_model_worker
+
+    # First: the SDK's import is the longest wait of the first ask, and it runs elsewhere.
+    start_model_worker()
     from agent_ls.safety.sandbox import probe_in_background
 
     # While pygls loads: the workspace is not known yet, but the bwrap found on PATH is almost

@@ -185,8 +185,8 @@ def run(config: Config) -> list[Row]:
             summarize(sdk_import),
             "the SDK warm-up alone, fresh interpreter",
             Target(500),
-            note="the warm-up starts at `initialized` (an earlier start would delay "
-            "`initialize`) and shares the GIL with the core's imports and the ask",
+            note="the SDK warms in the model worker process, started with the server, on "
+            "another core; the baseline is the same work in one interpreter",
         ),
         Row(
             NAME,

@@ -225,3 +225,27 @@ async def test_with_the_worker_off_the_sdk_runs_in_the_server(
         assert server is not None
         assert model_workers(server.pid) == []
     assert result["text"] == "In process.", result
+
+
+@pytest.mark.parametrize(
+    ("model", "expected"), [(SPEC, 1), ("openai:gpt-4o", 1), ("script:/nonexistent.json", 0)]
+)
+def test_serve_starts_the_worker_with_the_process(
+    workspace: Path, tmp_path: Path, model: str, expected: int
+) -> None:
+    # Before `initialized` (the settings are not known yet): the SDK of the model the
+    # environment names starts loading at once, elsewhere; a script model needs none.
+    from tests.rawclient import RawClient
+
+    server = RawClient(
+        workspace, env={"AGENT_LS_DATA_DIR": str(tmp_path / "data"), "AGENT_LS_MODEL": model}
+    )
+    try:
+        params = {"processId": os.getpid(), "rootUri": workspace.as_uri(), "capabilities": {}}
+        assert "result" in server.request("initialize", params)  # and no `initialized`
+        workers = model_workers(server.proc.pid)
+        assert len(workers) == expected, children(server.proc.pid)
+    finally:
+        server.close()
+    for pid in workers:
+        assert _wait_gone(pid), "the worker outlived the server"

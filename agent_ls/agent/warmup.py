@@ -84,25 +84,38 @@ def prepare_model(spec: str) -> None:
             model.prepare_sdk()
 
 
+def start_model_worker(spec: str | None = None) -> None:
+    """Start the model worker process (:mod:`agent_ls.models.remote`) warming ``spec``
+    (default: ``AGENT_LS_MODEL``, else the default model) if that is an SDK model.
+
+    At server start, before the settings are known: the model is almost always the one the
+    environment names, and if the settings name another the warm-up asks the worker for it
+    too. A failure is left for the first ask to report.
+    """
+    from agent_ls import DEFAULT_MODEL
+    from agent_ls.models import remote
+
+    try:
+        remote.start_early(spec or os.environ.get("AGENT_LS_MODEL") or DEFAULT_MODEL)
+    except OSError as exc:
+        log.info("could not start the model worker: %s", exc)
+
+
 def preload_in_background(spec: str | None = None) -> threading.Thread:
     """Start loading the core and the SDK of ``spec`` (default: the model the settings name
     without initialization options: ``AGENT_LS_MODEL``, else the default) now, in a daemon
     thread.
 
     For a server whose client will ask at once (``agent-ls run``): the imports start at
-    process start instead of after ``initialized``. An SDK model's worker process
-    (:mod:`agent_ls.models.remote`) starts now and warms it on another core; with the worker
-    off, the SDK is imported here after the core. Anything that fails here is left for the
-    first ask to report.
+    process start instead of after ``initialized``. An SDK model warms in the model worker
+    (:func:`start_model_worker`, on another core); with the worker off, the SDK is imported
+    here after the core. Anything that fails here is left for the first ask to report.
     """
     from agent_ls import DEFAULT_MODEL
     from agent_ls.models import remote
 
     spec = spec or os.environ.get("AGENT_LS_MODEL") or DEFAULT_MODEL
-    try:
-        remote.start_early(spec)
-    except OSError as exc:  # the first ask starts it again and reports
-        log.info("could not start the model worker: %s", exc)
+    start_model_worker(spec)
     in_worker = remote.enabled()
 
     def work() -> None:
