@@ -161,7 +161,12 @@ def _run(args: argparse.Namespace) -> int:
         quiet=args.quiet,
         checker=args.checker,
     )
-    return run_headless(options, server)
+    try:
+        return run_headless(options, server)
+    finally:
+        from agent_ls.client.spawn import reap_workers
+
+        reap_workers()
 
 
 DEMO_PROMPT = "The average() helper in stats.py crashes on an empty list. Fix it and run the tests."

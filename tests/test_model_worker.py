@@ -51,7 +51,7 @@ def api_env(api: FakeAPI) -> dict[str, str]:
 
 @pytest.fixture
 async def worker(api: FakeAPI) -> AsyncIterator[ModelWorker]:
-    w = ModelWorker([SPEC], env=api_env(api))
+    w = ModelWorker.spawn([SPEC], env=api_env(api))
     yield w
     w.stop()
     await asyncio.to_thread(_wait_gone, w.pid)
@@ -249,3 +249,85 @@ def test_serve_starts_the_worker_with_the_process(
         server.close()
     for pid in workers:
         assert _wait_gone(pid), "the worker outlived the server"
+
+
+def _tree(pid: int) -> dict[int, str]:
+    """Every descendant of ``pid``: its command line."""
+    found: dict[int, str] = {}
+    for child, cmd in children(pid):
+        found[child] = cmd
+        found.update(_tree(child))
+    return found
+
+
+def test_run_hands_its_early_worker_to_the_server(workspace: Path, api: FakeAPI) -> None:
+    # `agent-ls run` starts the worker itself, before the server's interpreter is up, and the
+    # server adopts it: one worker in all, gone with the run.
+    api.enqueue(Turn(text="Done.", latency=1.5))
+    env = {**api_env(api), "AGENT_LS_MODEL": SPEC, "AGENT_LS_DATA_DIR": str(workspace / ".d")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agent_ls", "run", "--yes", "--json", "-q", "hi"],
+        cwd=workspace,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while not api.requests and time.monotonic() < deadline:
+        time.sleep(0.02)
+    tree = _tree(proc.pid)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert '"text": "Done."' in out.decode()
+    workers = [pid for pid, cmd in tree.items() if "agent_ls.models.worker" in cmd]
+    assert len(workers) == 1, tree
+    direct = dict(children(proc.pid)) if Path(f"/proc/{proc.pid}").exists() else {}
+    assert workers[0] in direct or not direct, "the run's worker is the client's child"
+    for pid in workers:
+        assert _wait_gone(pid), "the worker outlived the run"
+
+
+def test_the_adopted_pipes_are_not_inherited_further(tmp_path: Path) -> None:
+    # A shell command or MCP server that kept the pipe to the worker open would keep the
+    # worker alive after the server is gone.
+    code = (
+        "import os, subprocess, sys\n"
+        "from agent_ls.models import remote\n"
+        "w = remote._adopt_handed_over([])\n"
+        "assert w is not None and os.environ.get(remote.HANDOFF) is None\n"
+        "fds = subprocess.run(['ls', '/proc/self/fd'], close_fds=False, capture_output=True,\n"
+        "                     text=True).stdout.split()\n"
+        "print(' '.join(fds))\n"
+    )
+    to_r, to_w = os.pipe()
+    from_r, from_w = os.pipe()
+    env = {**os.environ, remote.HANDOFF: f"{os.getpid()}:{to_w}:{from_r}"}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        pass_fds=(to_w, from_r),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    for fd in (to_r, to_w, from_r, from_w):
+        os.close(fd)
+    assert done.returncode == 0, done.stderr
+    inherited = {int(fd) for fd in done.stdout.split()}
+    assert to_w not in inherited and from_r not in inherited, inherited
+
+
+def test_ctrl_c_cancels_a_model_run_and_the_terminal_shows_no_worker_noise(
+    workspace: Path, api: FakeAPI
+) -> None:
+    from tests.test_cli import _run_in_a_terminal
+
+    api.enqueue(Turn(text=["aaaa"] + ["bb"] * 300, chunk_delay=0.03))
+    env = {**api_env(api), "AGENT_LS_MODEL": SPEC, "AGENT_LS_DATA_DIR": str(workspace / ".d")}
+    code, shown = _run_in_a_terminal(
+        ["-m", "agent_ls", "run", "--no", "write a lot"], workspace, env, b"\x03"
+    )
+    assert code == 130, shown
+    assert "[cancelled]" in shown
+    for noise in ("Traceback", "KeyboardInterrupt", "Warning", "error"):
+        assert noise not in shown, shown

@@ -102,7 +102,7 @@ def worker(server: FakeAPI) -> Iterator[ModelWorker]:
         "OPENAI_BASE_URL": server.url + "/v1",
         "OPENAI_API_KEY": "k",
     }
-    w = ModelWorker(env=env)
+    w = ModelWorker.spawn(env=env)
     yield w
     w.stop()
 

@@ -19,11 +19,12 @@ import contextlib
 import logging
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import asyncio
@@ -47,35 +48,106 @@ def enabled() -> bool:
     return os.environ.get("AGENT_LS_MODEL_WORKER", "1").strip() != "0"
 
 
+HANDOFF = "AGENT_LS_MODEL_WORKER_FDS"  # "PID:WRITE_FD:READ_FD" of a worker spawned for us
+SDK_PROVIDERS = ("anthropic", "openai")
+
+
 def shared_worker(preload: Sequence[str] = ()) -> ModelWorker:
-    """This process's worker, started now (warming ``preload``) if none is running."""
+    """This process's worker: the one its parent handed over (:func:`spawn_for_server`),
+    else one started now (warming ``preload``) if none is running."""
     global _shared
     with _shared_lock:
+        if _shared is None:
+            _shared = _adopt_handed_over(preload)
         if _shared is None or _shared.exited is not None:
-            _shared = ModelWorker(preload)
+            _shared = ModelWorker.spawn(preload)
         return _shared
 
 
 def start_early(spec: str) -> None:
     """Start the worker warming ``spec`` now, if it is an SDK model and the worker is on."""
-    provider = spec.partition(":")[0]
-    if enabled() and provider in ("anthropic", "openai"):
+    if enabled() and spec.partition(":")[0] in SDK_PROVIDERS:
         shared_worker([spec])
+
+
+# Not `-m`: run as `__main__`, the worker would show the SDK's DeprecationWarnings (Python's
+# default filter shows them for `__main__`), which in the server it never did.
+_LAUNCH = "import sys; from agent_ls.models.worker import main; main(sys.argv[1:])"
+
+
+def worker_argv(preload: Sequence[str], log_level: str) -> list[str]:
+    return [sys.executable, "-c", _LAUNCH, "--log-level", log_level, *preload]
+
+
+def spawn_for_server(
+    spec: str, env: dict[str, str], cwd: str | os.PathLike[str], stderr: int
+) -> tuple[subprocess.Popen[bytes], tuple[int, int]] | None:
+    """For a client about to spawn ``serve``: start the model worker warming ``spec`` now, one
+    interpreter start-up earlier than the server could, writing its log to ``stderr`` (the
+    server's). Returns the worker and the two pipe ends to pass to the server (``pass_fds``;
+    close them here once it is spawned), and names them in ``env``; None when ``spec`` needs
+    no worker. Raises ``OSError``."""
+    if spec.partition(":")[0] not in SDK_PROVIDERS or env.get("AGENT_LS_MODEL_WORKER") == "0":
+        return None
+    to_worker_r, to_worker_w = os.pipe()
+    from_worker_r, from_worker_w = os.pipe()
+    try:
+        level = env.get("AGENT_LS_LOG_LEVEL", "warning").upper()
+        proc = subprocess.Popen(
+            worker_argv([spec], level),
+            stdin=to_worker_r,
+            stdout=from_worker_w,
+            stderr=stderr,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,  # as the server: a Ctrl-C is the client's to handle
+        )
+    except OSError:
+        for fd in (to_worker_w, from_worker_r):
+            os.close(fd)
+        raise
+    finally:
+        os.close(to_worker_r)
+        os.close(from_worker_w)
+    env[HANDOFF] = f"{proc.pid}:{to_worker_w}:{from_worker_r}"
+    return proc, (to_worker_w, from_worker_r)
+
+
+def _adopt_handed_over(preload: Sequence[str]) -> ModelWorker | None:
+    """The worker :func:`spawn_for_server` started for this process, if it did."""
+    value = os.environ.pop(HANDOFF, "")
+    try:
+        pid, write_fd, read_fd = (int(part) for part in value.split(":"))
+        # Ours alone: a shell command or MCP server holding the write end would keep the
+        # worker from seeing this process go.
+        os.set_inheritable(write_fd, False)
+        os.set_inheritable(read_fd, False)
+    except (ValueError, OSError):
+        if value:
+            log.warning("ignoring %s=%r", HANDOFF, value)
+        return None
+    return ModelWorker(
+        os.fdopen(write_fd, "wb"), os.fdopen(read_fd, "rb"), pid, None, preload
+    )
 
 
 class ModelWorker:
     """One worker process and the frames to and from it."""
 
-    def __init__(self, preload: Sequence[str] = (), env: Mapping[str, str] | None = None) -> None:
-        """Spawn the worker (its environment: ``env``, else this process's), warming
-        ``preload``. Raises ``OSError`` if it cannot start."""
-        level = logging.getLevelName(logging.root.level)
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "agent_ls.models.worker", "--log-level", level, *preload],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=None if env is None else dict(env),
-        )
+    def __init__(
+        self,
+        stdin: IO[bytes],
+        stdout: IO[bytes],
+        pid: int,
+        proc: subprocess.Popen[bytes] | None,
+        preload: Sequence[str] = (),
+    ) -> None:
+        """Speak to the worker ``pid`` on its ``stdin``/``stdout`` (``proc`` when it is our
+        child; one handed over by the parent is not)."""
+        self._stdin = stdin
+        self._stdout = stdout
+        self.pid = pid
+        self._proc = proc
         self._lock = threading.Lock()
         self._next_sid = 0
         self._streams: dict[int, tuple[asyncio.AbstractEventLoop, Deliver]] = {}
@@ -87,15 +159,25 @@ class ModelWorker:
         threading.Thread(target=self._write_loop, name="agent-ls-model-out", daemon=True).start()
         threading.Thread(target=self._read_loop, name="agent-ls-model-in", daemon=True).start()
 
-    @property
-    def pid(self) -> int:
-        return self._proc.pid
+    @classmethod
+    def spawn(
+        cls, preload: Sequence[str] = (), env: Mapping[str, str] | None = None
+    ) -> ModelWorker:
+        """Spawn a worker (its environment: ``env``, else this process's), warming
+        ``preload``. Raises ``OSError`` if it cannot start."""
+        proc = subprocess.Popen(
+            worker_argv(preload, logging.getLevelName(logging.root.level)),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=None if env is None else dict(env),
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        return cls(proc.stdin, proc.stdout, proc.pid, proc, preload)
 
     # -- the two threads -------------------------------------------------------------------
 
     def _write_loop(self) -> None:
-        stdin = self._proc.stdin
-        assert stdin is not None
+        stdin = self._stdin
         while (frame := self._outbox.get()) is not None:
             try:
                 stdin.write(frame)
@@ -107,8 +189,7 @@ class ModelWorker:
     def _read_loop(self) -> None:
         from agent_ls.models.frames import HEADER, MAX_FRAME, decode
 
-        stdout = self._proc.stdout
-        assert stdout is not None
+        stdout = self._stdout
         try:
             while len(header := stdout.read(HEADER.size)) == HEADER.size:
                 (size,) = HEADER.unpack(header)
@@ -118,9 +199,14 @@ class ModelWorker:
                 self._dispatch(decode(body))
         except Exception:  # a frame we cannot read: the worker is unusable
             log.exception("model worker: unreadable frame")
-            self._proc.kill()
-        code = self._proc.wait()
-        self._gone(code)
+            self._kill()
+        stdout.close()
+        # Not our child (handed over): its parent reaps it; the pipe's end is all we see.
+        self._gone(self._proc.wait() if self._proc is not None else -1)
+
+    def _kill(self) -> None:
+        with contextlib.suppress(OSError):
+            os.kill(self.pid, signal.SIGKILL)
 
     def _dispatch(self, message: tuple[Any, ...]) -> None:
         kind = message[0]
@@ -249,9 +335,10 @@ class RemoteModel:
                     raise ModelError(message[2], retryable=message[3], retry_after=message[4])
                 elif kind == "gone":
                     finished = True
+                    code = f" (code {message[1]})" if message[1] != -1 else ""
                     raise ModelError(
-                        f"the model worker process exited (code {message[1]}) during the "
-                        "request; the next request starts a new one",
+                        f"the model worker process exited{code} during the request; the "
+                        "next request starts a new one",
                         retryable=True,
                     )
         finally:

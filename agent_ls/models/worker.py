@@ -29,6 +29,7 @@ import gc
 import logging
 import os
 import pickle
+import signal
 import sys
 from typing import Any, BinaryIO
 
@@ -144,6 +145,9 @@ def settle_gc() -> None:
 def main(argv: list[str]) -> int:
     """``[--log-level LEVEL] [SPEC ...]``"""
     gc.disable()  # while the SDKs import (see agent.warmup.pause_gc); enabled once warm
+    # A Ctrl-C is the server's (or its client's) to turn into a cancel: the worker ends only
+    # when its stdin does, or when it is killed.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     level = "WARNING"
     if argv[:1] == ["--log-level"] and len(argv) > 1:
         level, argv = argv[1].upper(), argv[2:]
