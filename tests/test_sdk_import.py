@@ -265,7 +265,7 @@ from agent_ls.ports.model import ModelRequest
 from agent_ls.ports.messages import Message, TextBlock
 api = FakeAPI().start()
 model = {model}("m", api_key="k", base_url=api.url + "{path}")
-model.prepare_sdk()
+{warm}
 before = set(sys.modules)
 api.enqueue(Turn(text="hello"))
 async def main():
@@ -278,12 +278,23 @@ print(json.dumps({{"events": events, "imported": sorted(set(sys.modules) - befor
 """
 
 
+WARM_UPS = {
+    "in process": "model.prepare_sdk()",
+    # The model worker's: the import in a thread, then the canned stream on the loop.
+    "in the worker": "asyncio.run(model.warm_then_rehearse(lambda: None, lambda: True))",
+}
+
+
 @per_sdk
-def test_the_first_real_stream_imports_nothing(sdk: Sdk) -> None:
+@pytest.mark.parametrize("warm_up", sorted(WARM_UPS))
+def test_the_first_real_stream_imports_nothing(sdk: Sdk, warm_up: str) -> None:
     # The warm-up (a canned in-memory stream, then the HTTP transport's modules) leaves the
     # first request nothing to import on the event loop.
     path = "/v1" if sdk.name == "openai" else ""
-    out = _run(FIRST_STREAM.format(name=sdk.name, model=MODELS[sdk.name], path=path))
+    script = FIRST_STREAM.format(
+        name=sdk.name, model=MODELS[sdk.name], path=path, warm=WARM_UPS[warm_up]
+    )
+    out = _run(script)
     assert out["events"][-1] == "TurnComplete"
     assert out["imported"] == []
 

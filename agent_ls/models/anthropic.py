@@ -18,7 +18,13 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from agent_ls.models.errors import ANTHROPIC
-from agent_ls.models.sdk import Once, SdkModel, import_transport, run_canned_stream
+from agent_ls.models.sdk import (
+    Once,
+    SdkModel,
+    canned_stream,
+    import_transport,
+    run_canned_stream,
+)
 from agent_ls.models.sdk_import import defer_package_bodies
 from agent_ls.ports.messages import Block, Message, TextBlock, ThinkingBlock, ToolUseBlock, Usage
 from agent_ls.ports.model import (
@@ -66,6 +72,12 @@ class AnthropicModel(SdkModel["anthropic.AsyncAnthropic"]):
 
     def prepare_sdk(self) -> None:
         _prewarm_sdk()
+
+    def import_sdk(self) -> None:
+        _import_once()
+
+    async def rehearse(self) -> None:
+        await canned_stream(_stream_once, _WARM_STREAM)
 
     def _make_client(self) -> anthropic.AsyncAnthropic:
         if self._client is None:
@@ -329,27 +341,37 @@ def defer_sdk_packages() -> None:
         defer_package_bodies("anthropic", version=SDK_VERSION, exclude=("anthropic._vendor",))
 
 
-def _prewarm_stream() -> bool:
-    """One canned stream through the async client the real requests use; False if it failed.
-
-    The SDK builds pydantic models for streamed events lazily; doing it in the warm-up thread
-    saves 40-150 ms of event-loop time on the first real request.
-    """
+def _import_sdk() -> None:
     defer_sdk_packages()
+    import anthropic._client  # noqa: F401
+
+
+async def _stream_once(http: Any) -> None:
+    """One stream through the async client the real requests use, over ``http``.
+
+    The SDK builds pydantic models for streamed events lazily; streaming a canned response
+    first saves 40-150 ms on the first real request.
+    """
     from anthropic._client import AsyncAnthropic
 
-    async def stream_once(http: Any) -> None:
-        client = AsyncAnthropic(
-            api_key="warm-up", base_url="http://warm-up.invalid", http_client=http, max_retries=0
-        )
-        async with client.messages.stream(
-            model="warm-up", max_tokens=1, messages=[{"role": "user", "content": "x"}]
-        ) as events:
-            async for _ in events:
-                pass
-
-    return run_canned_stream(stream_once, _WARM_STREAM)
+    client = AsyncAnthropic(
+        api_key="warm-up", base_url="http://warm-up.invalid", http_client=http, max_retries=0
+    )
+    async with client.messages.stream(
+        model="warm-up", max_tokens=1, messages=[{"role": "user", "content": "x"}]
+    ) as events:
+        async for _ in events:
+            pass
 
 
-# Import the SDK, stream once in memory, import the transport: once per process.
+def _prewarm_stream() -> bool:
+    """Import the SDK, then one canned stream on an event loop of its own; False if the
+    stream failed."""
+    _import_sdk()
+    return run_canned_stream(_stream_once, _WARM_STREAM)
+
+
+# Once per process: the SDK imported, streamed once in memory, its transport imported (in
+# process); or imported with its transport, the canned stream left to rehearse() (the worker).
 _prewarm_sdk = Once(_prewarm_stream, import_transport)
+_import_once = Once(_import_sdk, import_transport)

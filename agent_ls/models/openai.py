@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agent_ls.models.errors import OPENAI
-from agent_ls.models.sdk import Once, SdkModel, import_transport, run_canned_stream
+from agent_ls.models.sdk import (
+    Once,
+    SdkModel,
+    canned_stream,
+    import_transport,
+    run_canned_stream,
+)
 from agent_ls.models.sdk_import import defer_package_bodies
 from agent_ls.ports.messages import (
     Block,
@@ -81,6 +87,12 @@ class OpenAIModel(SdkModel["openai.AsyncOpenAI"]):
 
     def prepare_sdk(self) -> None:
         _prewarm_sdk()
+
+    def import_sdk(self) -> None:
+        _import_once()
+
+    async def rehearse(self) -> None:
+        await canned_stream(_stream_once, _WARM_STREAM)
 
     def _make_client(self) -> openai.AsyncOpenAI:
         if self._client is None:
@@ -372,28 +384,36 @@ _WARM_STREAM = "".join(
     )
 ).encode() + b"data: [DONE]\n\n"
 
-def _prewarm_stream() -> bool:
-    """One canned chat completion through the async client, in memory; False if it failed."""
+def _import_sdk() -> None:
     defer_sdk_packages()
+    import openai._client  # noqa: F401
+
+
+async def _stream_once(http: Any) -> None:
+    """One canned chat completion through the async client, over ``http``."""
     from openai._client import AsyncOpenAI
 
-    async def stream_once(http: Any) -> None:
-        client = AsyncOpenAI(
-            api_key="warm-up", base_url="http://warm-up.invalid/v1", http_client=http, max_retries=0
-        )
-        chunks = await client.chat.completions.create(
-            model="warm-up",
-            messages=[{"role": "user", "content": "x"}],
-            stream=True,
-            stream_options={"include_usage": True},
-        )
-        async with chunks:
-            acc = _Accumulator()
-            async for chunk in chunks:
-                list(acc.feed(chunk))
-
-    return run_canned_stream(stream_once, _WARM_STREAM)
+    client = AsyncOpenAI(
+        api_key="warm-up", base_url="http://warm-up.invalid/v1", http_client=http, max_retries=0
+    )
+    chunks = await client.chat.completions.create(
+        model="warm-up",
+        messages=[{"role": "user", "content": "x"}],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    async with chunks:
+        acc = _Accumulator()
+        async for chunk in chunks:
+            list(acc.feed(chunk))
 
 
-# Import the SDK, stream once in memory, import the transport: once per process.
+def _prewarm_stream() -> bool:
+    """Import the SDK, then one canned chat completion in memory; False if it failed."""
+    _import_sdk()
+    return run_canned_stream(_stream_once, _WARM_STREAM)
+
+
+# As for Anthropic: the whole warm-up in process, or the import alone for the worker.
 _prewarm_sdk = Once(_prewarm_stream, import_transport)
+_import_once = Once(_import_sdk, import_transport)

@@ -55,28 +55,30 @@ class Once:
                 self._done = True
 
 
-def run_canned_stream(stream_once: Callable[[Any], Awaitable[None]], body: bytes) -> bool:
-    """Run ``stream_once(http_client)`` on an event loop of its own, the ``httpx2`` client
-    answering every request with ``body`` as an event stream, in memory; False if it failed.
+async def canned_stream(stream_once: Callable[[Any], Awaitable[None]], body: bytes) -> bool:
+    """Await ``stream_once(http_client)``, the ``httpx2`` client answering every request with
+    ``body`` as an event stream, in memory; False if it failed.
 
-    The warm-up of an SDK: what its async client imports and builds on the first stream is
-    ready before the first real request (blocking; for the warm-up thread).
+    The rehearsal of an SDK: what its async client imports and builds on the first stream is
+    ready before the first real request.
     """
     import httpx2
 
     def respond(request: httpx2.Request) -> httpx2.Response:
         return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=body)
 
-    async def main() -> None:
+    try:
         async with httpx2.AsyncClient(transport=httpx2.MockTransport(respond)) as http:
             await stream_once(http)
-
-    try:
-        asyncio.run(main())
     except Exception as exc:  # warm-up only; the real request reports real problems
         log.debug("SDK warm-up stream failed: %s", exc)
         return False
     return True
+
+
+def run_canned_stream(stream_once: Callable[[Any], Awaitable[None]], body: bytes) -> bool:
+    """:func:`canned_stream` on an event loop of its own (blocking; for the warm-up thread)."""
+    return asyncio.run(canned_stream(stream_once, body))
 
 
 class _Closable(Protocol):
@@ -126,11 +128,33 @@ class SdkModel(ABC, Generic[ClientT]):
         with contextlib.suppress(ModelError):  # stream() reports it, where the loop shows it
             await asyncio.to_thread(self._make_client)
 
+    async def warm_then_rehearse(
+        self, ready: Callable[[], None], rehearse: Callable[[], bool]
+    ) -> None:
+        """The model worker's warm-up: import the SDK and its transport and build the client
+        (in a thread), call ``ready``, then stream once in memory on this loop if
+        ``rehearse()`` still says so (not once a real stream has started: it does that work).
+        """
+        await asyncio.to_thread(self.import_sdk)
+        with contextlib.suppress(ModelError):
+            await asyncio.to_thread(self._make_client)
+        ready()
+        if rehearse():
+            await self.rehearse()
+
     @abstractmethod
     def prepare_sdk(self) -> None:
         """Import the SDK (and do any one-off work that would otherwise hit the first call).
 
         Blocking and thread-safe: it runs in a worker thread, at most once per process."""
+
+    @abstractmethod
+    def import_sdk(self) -> None:
+        """Import the SDK and its transport, nothing more (blocking, thread-safe, once)."""
+
+    @abstractmethod
+    async def rehearse(self) -> None:
+        """One canned stream in memory, on the running loop (see :func:`canned_stream`)."""
 
     @abstractmethod
     def _make_client(self) -> ClientT:

@@ -44,8 +44,9 @@ class Worker:
         self._out = out
         self._models: dict[str, Any] = {}
         self._streams: dict[int, asyncio.Task[None]] = {}
-        self._warming: dict[str, asyncio.Task[None]] = {}
+        self._ready: dict[str, asyncio.Future[None]] = {}
         self._answering: set[asyncio.Task[None]] = set()
+        self._streamed = False
 
     def send(self, message: tuple[Any, ...]) -> None:
         self._out.write(encode(message))
@@ -59,23 +60,39 @@ class Worker:
             model = self._models[spec] = load_model(spec)
         return model
 
-    def warm(self, spec: str) -> asyncio.Task[None]:
-        """Warm ``spec``'s SDK once; every ``warm`` of it is answered when that is done."""
-        task = self._warming.get(spec)
-        if task is None:
-            task = self._warming[spec] = asyncio.ensure_future(self._warm(spec))
-        return task
+    def warm(self, spec: str) -> asyncio.Future[None]:
+        """Warm ``spec``'s SDK once; the future is done when a stream of it can start."""
+        ready = self._ready.get(spec)
+        if ready is None:
+            ready = self._ready[spec] = asyncio.get_running_loop().create_future()
+            task = asyncio.ensure_future(self._warm(spec, ready))
+            self._answering.add(task)
+            task.add_done_callback(self._answering.discard)
+        return ready
 
-    async def _warm(self, spec: str) -> None:
+    async def _warm(self, spec: str, ready: asyncio.Future[None]) -> None:
+        from agent_ls.models.sdk import SdkModel
+
+        def resolve() -> None:
+            if not ready.done():
+                ready.set_result(None)
+
         try:
-            await self._model(spec).warm()
+            model = self._model(spec)
+            if isinstance(model, SdkModel):
+                # Ready once imported; the canned stream then runs here, on this loop, while
+                # the server already may stream (a real stream first makes it needless).
+                await model.warm_then_rehearse(resolve, lambda: not self._streamed)
+            else:
+                await model.warm()
         except Exception as exc:  # the stream reports it where the user sees it
             log.info("warm-up of %s failed: %s", spec, exc)
         finally:
+            resolve()
             settle_gc()
 
     def answer_warm(self, spec: str) -> None:
-        """Warm ``spec``, then say so."""
+        """Warm ``spec``, then say so (when a stream of it can start)."""
         task = asyncio.ensure_future(self._answer_warm(spec))
         self._answering.add(task)
         task.add_done_callback(self._answering.discard)
@@ -87,7 +104,9 @@ class Worker:
     async def _stream(self, sid: int, spec: str, request: Any) -> None:
         from agent_ls.ports.model import ModelError
 
+        self._streamed = True
         try:
+            await self.warm(spec)  # not the adapter's own in-process warm-up
             async for event in self._model(spec).stream(request):
                 self.send(("event", sid, event))
         except ModelError as exc:
