@@ -293,7 +293,7 @@ def test_the_adopted_pipes_are_not_inherited_further(tmp_path: Path) -> None:
     code = (
         "import os, subprocess, sys\n"
         "from agent_ls.models import remote\n"
-        "w = remote._adopt_handed_over([])\n"
+        "w = remote._adopt_handed_over()\n"
         "assert w is not None and os.environ.get(remote.HANDOFF) is None\n"
         "fds = subprocess.run(['ls', '/proc/self/fd'], close_fds=False, capture_output=True,\n"
         "                     text=True).stdout.split()\n"

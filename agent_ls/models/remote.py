@@ -1,12 +1,14 @@
 """Models whose SDK runs in the model worker process (:mod:`agent_ls.models.worker`).
 
-The language server keeps one worker (:func:`shared_worker`): spawned as the server starts
-when it knows the model already (``serve --preload``, for ``agent-ls run``), else at the first
-warm-up. :class:`RemoteModel` is a :class:`~agent_ls.ports.model.Model` whose ``stream``
-runs there; the agent loop cannot tell it from the SDK adapter it wraps. Two threads carry the
-frames (one writes, one reads), so neither a long request nor a slow worker blocks an event
-loop, and any number of streams share the pipe. A worker that dies fails its streams with a
-retryable :class:`~agent_ls.ports.model.ModelError`; the next request starts a new one.
+The language server keeps one worker (:func:`shared_worker`): spawned as the server starts,
+warming the model the environment names, or handed over by ``agent-ls run``'s client, which
+starts it even earlier (:func:`spawn_for_server`); else started by the first warm-up or
+request, and again after it died. :class:`RemoteModel` is a
+:class:`~agent_ls.ports.model.Model` whose ``stream`` runs there; the agent loop cannot tell it
+from the SDK adapter it wraps. Two threads carry the frames (one writes, one reads), so
+neither a long request nor a slow worker blocks an event loop, and any number of streams share
+the pipe. A worker that dies fails its streams with a retryable
+:class:`~agent_ls.ports.model.ModelError`; the next request starts a new one.
 
 ``AGENT_LS_MODEL_WORKER=0`` keeps the SDKs in the server process.
 
@@ -58,7 +60,7 @@ def shared_worker(preload: Sequence[str] = ()) -> ModelWorker:
     global _shared
     with _shared_lock:
         if _shared is None:
-            _shared = _adopt_handed_over(preload)
+            _shared = _adopt_handed_over()
         if _shared is None or _shared.exited is not None:
             _shared = ModelWorker.spawn(preload)
         return _shared
@@ -113,7 +115,7 @@ def spawn_for_server(
     return proc, (to_worker_w, from_worker_r)
 
 
-def _adopt_handed_over(preload: Sequence[str]) -> ModelWorker | None:
+def _adopt_handed_over() -> ModelWorker | None:
     """The worker :func:`spawn_for_server` started for this process, if it did."""
     value = os.environ.pop(HANDOFF, "")
     try:
@@ -126,9 +128,9 @@ def _adopt_handed_over(preload: Sequence[str]) -> ModelWorker | None:
         if value:
             log.warning("ignoring %s=%r", HANDOFF, value)
         return None
-    return ModelWorker(
-        os.fdopen(write_fd, "wb"), os.fdopen(read_fd, "rb"), pid, None, preload
-    )
+    # Nothing counted as asked: whatever this process warms, it asks for (answered at once
+    # if the worker warms it already), so a spec the client did not start cannot hang.
+    return ModelWorker(os.fdopen(write_fd, "wb"), os.fdopen(read_fd, "rb"), pid, None)
 
 
 class ModelWorker:
@@ -195,6 +197,7 @@ class ModelWorker:
                 (size,) = HEADER.unpack(header)
                 body = stdout.read(size) if size <= MAX_FRAME else b""
                 if len(body) != size:
+                    self._kill()  # cut or oversized: no frame boundary left to trust
                     break
                 self._dispatch(decode(body))
         except Exception:  # a frame we cannot read: the worker is unusable
@@ -215,13 +218,13 @@ class ModelWorker:
                 self._warmed.add(message[1])
                 waiters = self._warm_waiters.pop(message[1], [])
             for loop, future in waiters:
-                loop.call_soon_threadsafe(_resolve, future)
+                _call_soon(loop, _resolve, future)
             return
         with self._lock:
             target = self._streams.get(message[1])
         if target is not None:
             loop, deliver = target
-            loop.call_soon_threadsafe(deliver, message)
+            _call_soon(loop, deliver, message)
 
     def _gone(self, code: int) -> None:
         with self._lock:
