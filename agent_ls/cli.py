@@ -93,6 +93,10 @@ def _acp(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"agent-ls acp: --settings: {exc}", file=sys.stderr)
         return 2
+    from agent_ls.agent.warmup import start_model_worker
+
+    model = (settings or {}).get("model")
+    start_model_worker(model if isinstance(model, str) else None)  # as `serve`: first
     import asyncio
 
     from agent_ls.acp.main import serve  # imports acp (in a thread): only when `acp` runs

@@ -8,6 +8,7 @@ response, a worker that dies or is fed garbage, and the server's worker from sta
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -331,3 +332,28 @@ def test_ctrl_c_cancels_a_model_run_and_the_terminal_shows_no_worker_noise(
     assert "[cancelled]" in shown
     for noise in ("Traceback", "KeyboardInterrupt", "Warning", "error"):
         assert noise not in shown, shown
+
+
+def test_acp_starts_the_worker_with_the_process(workspace: Path, tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agent_ls", "acp", "--model", "openai:gpt-4o"],
+        cwd=workspace,
+        env={**os.environ, "AGENT_LS_DATA_DIR": str(tmp_path / "data")},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                 "params": {"protocolVersion": 1, "clientCapabilities": {}}}
+        proc.stdin.write((json.dumps(hello) + "\n").encode())
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 1
+        workers = model_workers(proc.pid)
+        assert len(workers) == 1, children(proc.pid)
+        assert "openai:gpt-4o" in dict(children(proc.pid))[workers[0]]
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    assert _wait_gone(workers[0]), "the worker outlived the ACP agent"
