@@ -1,11 +1,14 @@
 """The model worker: a process of its own that imports the SDKs and streams the turns.
 
-``python -m agent_ls.models.worker [SPEC ...]`` warms the SDKs of the ``SPEC``s at once, then
-serves :mod:`agent_ls.models.remote` over its stdin and stdout: length-prefixed pickles
-(``>I`` byte count, then the pickle), the only thing ever written to its stdout. In::
+``python -m agent_ls.models.worker [--log-level LEVEL] [SPEC ...]`` (the server calls
+:func:`main` through ``-c``, see :mod:`agent_ls.models.remote`) warms the SDKs of the
+``SPEC``s at once, then serves :mod:`agent_ls.models.remote` over its stdin and stdout:
+length-prefixed pickles (``>I`` byte count, then the pickle), the only thing ever written to
+its stdout. In::
 
-    ("warm", spec)                 import and warm that model's SDK, answer ("warmed", spec)
-                                   (each SPEC of the command line is answered so too)
+    ("warm", spec)                 import that model's SDK and build its client, then answer
+                                   ("warmed", spec); a canned in-memory stream follows unless
+                                   a real one started (each SPEC of the command line too)
     ("stream", sid, spec, request) stream one turn of a ModelRequest
     ("cancel", sid)                stop that stream (its HTTP response is closed)
 
@@ -36,6 +39,7 @@ from typing import Any, BinaryIO
 from agent_ls.models.frames import encode, read_frame
 
 log = logging.getLogger("agent_ls.models.worker")
+
 
 class Worker:
     """Serves the messages of one server; one model object per spec, built on first use."""
