@@ -1,8 +1,8 @@
 """Starting the server for a headless command before the client loads its own libraries.
 
-``agent-ls run`` spends about as long importing pygls, lsprotocol and rich as the server
-spends importing pygls; spawned first, the server starts on the other core while the client
-imports, and (``serve --preload``) loads the model SDK at once instead of after
+``agent-ls run`` spawns its model worker and its server before it imports anything else of
+its own: they start on the other core while the client imports, the worker loads the model
+SDK, and (``serve --preload``) the server imports the agent core at once instead of after
 ``initialized``. Standard library only (and ``models.remote``, which is too): this module
 runs before anything heavy is loaded.
 """
