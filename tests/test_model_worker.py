@@ -357,3 +357,16 @@ def test_acp_starts_the_worker_with_the_process(workspace: Path, tmp_path: Path)
         proc.stdin.close()
         proc.wait(timeout=30)
     assert _wait_gone(workers[0]), "the worker outlived the ACP agent"
+
+
+async def test_a_large_request_crosses_the_pipe_whole(api: FakeAPI, worker: ModelWorker) -> None:
+    # 6 MB of history: many pipe buffers' worth, written by the writer thread while the
+    # worker reads; nothing is cut or reordered on the way to the API.
+    big = "".join(f"line {i:07d} of a large file\n" for i in range(200_000))
+    request = ModelRequest(system="s", tools=[], messages=[Message("user", [TextBlock(big)])])
+    api.enqueue(Turn(text="read it"))
+    events = await asyncio.wait_for(collect(remote_model(worker), request), 60)
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "read it"
+    sent = api.requests[0].body["messages"][0]["content"]
+    text = sent if isinstance(sent, str) else "".join(block["text"] for block in sent)
+    assert text == big
