@@ -277,13 +277,13 @@ def test_run_hands_its_early_worker_to_the_server(workspace: Path, api: FakeAPI)
     while not api.requests and time.monotonic() < deadline:
         time.sleep(0.02)
     tree = _tree(proc.pid)
+    direct = dict(children(proc.pid))  # while the run waits for its answer
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert '"text": "Done."' in out.decode()
     workers = [pid for pid, cmd in tree.items() if "agent_ls.models.worker" in cmd]
     assert len(workers) == 1, tree
-    direct = dict(children(proc.pid)) if Path(f"/proc/{proc.pid}").exists() else {}
-    assert workers[0] in direct or not direct, "the run's worker is the client's child"
+    assert workers[0] in direct, "the run's worker is the client's child, not the server's"
     for pid in workers:
         assert _wait_gone(pid), "the worker outlived the run"
 

@@ -107,15 +107,15 @@ def preload_in_background(spec: str | None = None) -> threading.Thread:
     thread.
 
     For a server whose client will ask at once (``agent-ls run``): the imports start at
-    process start instead of after ``initialized``. An SDK model warms in the model worker
-    (:func:`start_model_worker`, on another core); with the worker off, the SDK is imported
-    here after the core. Anything that fails here is left for the first ask to report.
+    process start instead of after ``initialized``. An SDK model warms in the model worker,
+    which ``serve`` has started already (:func:`start_model_worker`); with the worker off, the
+    SDK is imported here after the core. Anything that fails here is left for the first ask
+    to report.
     """
     from agent_ls import DEFAULT_MODEL
     from agent_ls.models import remote
 
     spec = spec or os.environ.get("AGENT_LS_MODEL") or DEFAULT_MODEL
-    start_model_worker(spec)
     in_worker = remote.enabled()
 
     def work() -> None:

@@ -50,6 +50,10 @@ def enabled() -> bool:
     return os.environ.get("AGENT_LS_MODEL_WORKER", "1").strip() != "0"
 
 
+def _needs_worker(spec: str) -> bool:
+    return enabled() and spec.partition(":")[0] in SDK_PROVIDERS
+
+
 HANDOFF = "AGENT_LS_MODEL_WORKER_FDS"  # "PID:WRITE_FD:READ_FD" of a worker spawned for us
 SDK_PROVIDERS = ("anthropic", "openai")
 
@@ -68,7 +72,7 @@ def shared_worker(preload: Sequence[str] = ()) -> ModelWorker:
 
 def start_early(spec: str) -> None:
     """Start the worker warming ``spec`` now, if it is an SDK model and the worker is on."""
-    if enabled() and spec.partition(":")[0] in SDK_PROVIDERS:
+    if _needs_worker(spec):
         shared_worker([spec])
 
 
@@ -89,7 +93,7 @@ def spawn_for_server(
     server's). Returns the worker and the two pipe ends to pass to the server (``pass_fds``;
     close them here once it is spawned), and names them in ``env``; None when ``spec`` needs
     no worker. Raises ``OSError``."""
-    if spec.partition(":")[0] not in SDK_PROVIDERS or env.get("AGENT_LS_MODEL_WORKER") == "0":
+    if not _needs_worker(spec):  # `env` is this process's, plus the model it names
         return None
     to_worker_r, to_worker_w = os.pipe()
     from_worker_r, from_worker_w = os.pipe()
