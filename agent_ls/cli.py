@@ -44,7 +44,10 @@ def _serve(args: argparse.Namespace) -> int:
         from agent_ls.agent.warmup import preload_in_background
 
         preload_in_background()
-    from agent_ls.lsp.server import server
+    from agent_ls.lsp.attrs_cache import attrs_code_cache, default_path
+
+    with attrs_code_cache(default_path()):  # lsprotocol's classes, compiled by a former start
+        from agent_ls.lsp.server import server
 
     if args.tcp:
         host, _, port = args.tcp.rpartition(":")
