@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -370,3 +371,50 @@ async def test_a_large_request_crosses_the_pipe_whole(api: FakeAPI, worker: Mode
     sent = api.requests[0].body["messages"][0]["content"]
     text = sent if isinstance(sent, str) else "".join(block["text"] for block in sent)
     assert text == big
+
+
+async def test_the_worker_says_warmed_before_it_rehearses() -> None:
+    # The rehearsal's first steps block its loop (imports, first-time model building): the
+    # server, waiting to stream, must hear "warmed" the moment the SDK is loaded, not after.
+    import io
+
+    from agent_ls.models.frames import decode
+    from agent_ls.models.sdk import SdkModel
+    from agent_ls.models.worker import Worker
+
+    out = io.BytesIO()
+    sent_before_rehearsal: list[tuple[object, ...]] = []
+
+    class Slow(SdkModel[Any]):
+        provider = "slow"
+        default_context_window = 1000
+
+        def prepare_sdk(self) -> None:
+            pass
+
+        def import_sdk(self) -> None:
+            pass
+
+        def _make_client(self) -> Any:
+            return object()
+
+        async def rehearse(self) -> None:
+            sent_before_rehearsal.extend(frames(out.getvalue()))
+            time.sleep(0.05)  # noqa: ASYNC251 (blocking, as an import is)
+
+    def frames(data: bytes) -> list[tuple[object, ...]]:
+        found = []
+        while data:
+            size = int.from_bytes(data[:4], "big")
+            found.append(decode(data[4 : 4 + size]))
+            data = data[4 + size :]
+        return found
+
+    worker = Worker(out)  # type: ignore[arg-type]
+    worker._models["slow:x"] = Slow("x")
+    worker.answer_warm("slow:x")
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if ("warmed", "slow:x") in frames(out.getvalue()):
+            break
+    assert sent_before_rehearsal == [("warmed", "slow:x")]

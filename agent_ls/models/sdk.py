@@ -139,6 +139,7 @@ class SdkModel(ABC, Generic[ClientT]):
         with contextlib.suppress(ModelError):
             await asyncio.to_thread(self._make_client)
         ready()
+        await asyncio.sleep(0)  # those waiting for ready hear it before the rehearsal's imports
         if rehearse():
             await self.rehearse()
 
