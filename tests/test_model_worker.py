@@ -410,7 +410,7 @@ async def test_the_worker_says_warmed_before_it_rehearses() -> None:
             data = data[4 + size :]
         return found
 
-    worker = Worker(out)  # type: ignore[arg-type]
+    worker = Worker(out)
     worker._models["slow:x"] = Slow("x")
     worker.answer_warm("slow:x")
     for _ in range(100):
