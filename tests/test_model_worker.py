@@ -247,6 +247,8 @@ def test_serve_starts_the_worker_with_the_process(
         assert "result" in server.request("initialize", params)  # and no `initialized`
         workers = model_workers(server.proc.pid)
         assert len(workers) == expected, children(server.proc.pid)
+        # An editor's first ask comes later: the worker rehearses a stream meanwhile.
+        assert not any("--no-rehearsal" in cmd for _, cmd in children(server.proc.pid))
     finally:
         server.close()
     for pid in workers:
@@ -284,6 +286,7 @@ def test_run_hands_its_early_worker_to_the_server(workspace: Path, api: FakeAPI)
     assert '"text": "Done."' in out.decode()
     workers = [pid for pid, cmd in tree.items() if "agent_ls.models.worker" in cmd]
     assert len(workers) == 1, tree
+    assert "--no-rehearsal" in tree[workers[0]]  # the ask follows at once
     assert workers[0] in direct, "the run's worker is the client's child, not the server's"
     for pid in workers:
         assert _wait_gone(pid), "the worker outlived the run"
@@ -373,7 +376,7 @@ async def test_a_large_request_crosses_the_pipe_whole(api: FakeAPI, worker: Mode
     assert text == big
 
 
-async def test_the_worker_says_warmed_before_it_rehearses() -> None:
+async def test_the_worker_says_warmed_before_it_rehearses_if_it_does() -> None:
     # The rehearsal's first steps block its loop (imports, first-time model building): the
     # server, waiting to stream, must hear "warmed" the moment the SDK is loaded, not after.
     import io
@@ -410,11 +413,18 @@ async def test_the_worker_says_warmed_before_it_rehearses() -> None:
             data = data[4 + size :]
         return found
 
-    worker = Worker(out)
-    worker._models["slow:x"] = Slow("x")
-    worker.answer_warm("slow:x")
-    for _ in range(100):
-        await asyncio.sleep(0.01)
-        if ("warmed", "slow:x") in frames(out.getvalue()):
-            break
-    assert sent_before_rehearsal == [("warmed", "slow:x")]
+    for rehearse in (True, False):
+        out.seek(0)
+        out.truncate()
+        sent_before_rehearsal.clear()
+        worker = Worker(out, rehearse=rehearse)
+        worker._models["slow:x"] = Slow("x")
+        worker.answer_warm("slow:x")
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if ("warmed", "slow:x") in frames(out.getvalue()):
+                break
+        await asyncio.sleep(0.1)
+        assert frames(out.getvalue()) == [("warmed", "slow:x")]
+        # A worker told its first stream is on its way does not rehearse at all.
+        assert sent_before_rehearsal == ([("warmed", "slow:x")] if rehearse else [])

@@ -283,6 +283,11 @@ WARM_UPS = {
     # The model worker's: the import in a thread, then the canned stream on the loop.
     "in the worker": "asyncio.run(model.warm_then_rehearse(lambda: None, lambda: True))",
 }
+# The module of the resource each SDK streams with (its first use builds ~100 ms of models).
+STREAM_RESOURCE = {
+    "anthropic": "anthropic.resources.messages.messages",
+    "openai": "openai.resources.chat.completions.completions",
+}
 
 
 @per_sdk
@@ -297,6 +302,18 @@ def test_the_first_real_stream_imports_nothing(sdk: Sdk, warm_up: str) -> None:
     out = _run(script)
     assert out["events"][-1] == "TurnComplete"
     assert out["imported"] == []
+
+
+@per_sdk
+def test_without_a_rehearsal_the_stream_resource_is_still_ready(sdk: Sdk) -> None:
+    # `agent-ls run`'s worker skips the canned stream (the real one follows at once), but the
+    # resource the request goes through is imported and built before ready, in the thread.
+    path = "/v1" if sdk.name == "openai" else ""
+    warm = "asyncio.run(model.warm_then_rehearse(lambda: None, lambda: False))"
+    script = FIRST_STREAM.format(name=sdk.name, model=MODELS[sdk.name], path=path, warm=warm)
+    out = _run(script)
+    assert out["events"][-1] == "TurnComplete"
+    assert STREAM_RESOURCE[sdk.name] not in out["imported"]
 
 
 NAMES_OF = """

@@ -88,6 +88,9 @@ class AnthropicModel(SdkModel["anthropic.AsyncAnthropic"]):
             self._client = AsyncAnthropic(api_key=key, base_url=self._base_url, max_retries=0)
         return self._client
 
+    def stream_resource(self, client: anthropic.AsyncAnthropic) -> object:
+        return client.messages
+
     def request_params(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments of ``messages.stream`` for ``request``, cache breakpoints set."""
         params: dict[str, Any] = {

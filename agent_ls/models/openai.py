@@ -103,6 +103,9 @@ class OpenAIModel(SdkModel["openai.AsyncOpenAI"]):
             self._client = AsyncOpenAI(api_key=key, base_url=base_url, max_retries=0)
         return self._client
 
+    def stream_resource(self, client: openai.AsyncOpenAI) -> object:
+        return client.chat.completions
+
     def request_params(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments of ``chat.completions.create`` for ``request``."""
         _, base_url = self._endpoint()

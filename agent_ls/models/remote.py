@@ -81,8 +81,9 @@ def start_early(spec: str) -> None:
 _LAUNCH = "import sys; from agent_ls.models.worker import main; main(sys.argv[1:])"
 
 
-def worker_argv(preload: Sequence[str], log_level: str) -> list[str]:
-    return [sys.executable, "-c", _LAUNCH, "--log-level", log_level, *preload]
+def worker_argv(preload: Sequence[str], log_level: str, *, rehearse: bool = True) -> list[str]:
+    flags = [] if rehearse else ["--no-rehearsal"]
+    return [sys.executable, "-c", _LAUNCH, "--log-level", log_level, *flags, *preload]
 
 
 def spawn_for_server(
@@ -100,7 +101,9 @@ def spawn_for_server(
     try:
         level = env.get("AGENT_LS_LOG_LEVEL", "warning").upper()
         proc = subprocess.Popen(
-            worker_argv([spec], level),
+            # The ask follows at once: its request goes out as soon as the SDK is in, and
+            # what a canned stream would have built first is built while the API answers.
+            worker_argv([spec], level, rehearse=False),
             stdin=to_worker_r,
             stdout=from_worker_w,
             stderr=stderr,

@@ -131,13 +131,14 @@ class SdkModel(ABC, Generic[ClientT]):
     async def warm_then_rehearse(
         self, ready: Callable[[], None], rehearse: Callable[[], bool]
     ) -> None:
-        """The model worker's warm-up: import the SDK and its transport and build the client
-        (in a thread), call ``ready``, then stream once in memory on this loop if
-        ``rehearse()`` still says so (not once a real stream has started: it does that work).
+        """The model worker's warm-up: import the SDK and its transport, build the client and
+        its streaming resource (in a thread), call ``ready``, then stream once in memory on
+        this loop if ``rehearse()`` still says so (not once a real stream has started: it
+        does that work).
         """
         await asyncio.to_thread(self.import_sdk)
         with contextlib.suppress(ModelError):
-            await asyncio.to_thread(self._make_client)
+            await asyncio.to_thread(lambda: self.stream_resource(self._make_client()))
         ready()
         await asyncio.sleep(0)  # those waiting for ready hear it before the rehearsal's imports
         if rehearse():
@@ -156,6 +157,11 @@ class SdkModel(ABC, Generic[ClientT]):
     @abstractmethod
     async def rehearse(self) -> None:
         """One canned stream in memory, on the running loop (see :func:`canned_stream`)."""
+
+    def stream_resource(self, client: ClientT) -> object:
+        """The client's resource that streams (its first use imports its module and builds
+        its models: 100 ms or more, better spent in a thread than on the first request)."""
+        return client
 
     @abstractmethod
     def _make_client(self) -> ClientT:

@@ -44,8 +44,11 @@ log = logging.getLogger("agent_ls.models.worker")
 class Worker:
     """Serves the messages of one server; one model object per spec, built on first use."""
 
-    def __init__(self, out: BinaryIO) -> None:
+    def __init__(self, out: BinaryIO, *, rehearse: bool = True) -> None:
+        """``rehearse``: after a warm-up, stream once in memory unless a real stream started
+        (off for a worker whose first stream is on its way: ``agent-ls run``'s)."""
         self._out = out
+        self._rehearse = rehearse
         self._models: dict[str, Any] = {}
         self._streams: dict[int, asyncio.Task[None]] = {}
         self._ready: dict[str, asyncio.Future[None]] = {}
@@ -86,7 +89,9 @@ class Worker:
             if isinstance(model, SdkModel):
                 # Ready once imported; the canned stream then runs here, on this loop, while
                 # the server already may stream (a real stream first makes it needless).
-                await model.warm_then_rehearse(resolve, lambda: not self._streamed)
+                await model.warm_then_rehearse(
+                    resolve, lambda: self._rehearse and not self._streamed
+                )
             else:
                 await model.warm()
         except Exception as exc:  # the stream reports it where the user sees it
@@ -140,13 +145,13 @@ class Worker:
             log.warning("unknown message %r", kind)
 
 
-async def serve(specs: list[str]) -> None:
+async def serve(specs: list[str], *, rehearse: bool = True) -> None:
     """Warm ``specs``, then answer stdin until it closes."""
     loop = asyncio.get_running_loop()
     # Stray prints (an SDK's warning) must not land between our frames: fd 1 becomes stderr.
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
-    worker = Worker(out)
+    worker = Worker(out, rehearse=rehearse)
     for spec in specs:
         worker.answer_warm(spec)
     reader = asyncio.StreamReader(limit=2**16)
@@ -166,7 +171,7 @@ def settle_gc() -> None:
 
 
 def main(argv: list[str]) -> int:
-    """``[--log-level LEVEL] [SPEC ...]``"""
+    """``[--log-level LEVEL] [--no-rehearsal] [SPEC ...]``"""
     gc.disable()  # while the SDKs import (see agent.warmup.pause_gc); enabled once warm
     # A Ctrl-C is the server's (or its client's) to turn into a cancel: the worker ends only
     # when its stdin does, or when it is killed.
@@ -174,13 +179,16 @@ def main(argv: list[str]) -> int:
     level = "WARNING"
     if argv[:1] == ["--log-level"] and len(argv) > 1:
         level, argv = argv[1].upper(), argv[2:]
+    rehearse = argv[:1] != ["--no-rehearsal"]
+    if not rehearse:
+        argv = argv[1:]
     logging.basicConfig(
         level=getattr(logging, level, logging.WARNING),
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        asyncio.run(serve(argv))
+        asyncio.run(serve(argv, rehearse=rehearse))
     except (ValueError, pickle.UnpicklingError) as exc:
         log.error("model worker: bad input from the server: %s", exc)
         os._exit(2)
