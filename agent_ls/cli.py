@@ -148,8 +148,9 @@ def _run(args: argparse.Namespace) -> int:
 
     from agent_ls.client.spawn import spawn_server
 
-    # The server starts (and loads the model SDK) while this process imports the client.
-    server = spawn_server(cwd, args.model, preload=True)
+    # The server starts (and loads the model SDK) while this process imports the client;
+    # both are forked from this interpreter where they can be (agent_ls.forking).
+    server = spawn_server(cwd, args.model, preload=True, main=main)
     gc.disable()  # for the imports only (see agent.warmup.pause_gc)
     from agent_ls.client.headless import RunOptions, run_headless
 

@@ -82,20 +82,30 @@ def _wait_gone(pid: int, timeout: float = 5.0) -> bool:
 
 
 def children(pid: int) -> list[tuple[int, str]]:
-    """``(pid, command line)`` of each child of ``pid``."""
+    """``(pid, "[name] command line")`` of each child of ``pid`` (a forked child has its
+    parent's command line, and a name of its own)."""
     found: list[tuple[int, str]] = []
     for task in Path(f"/proc/{pid}/task").iterdir():
         for child in (task / "children").read_text().split():
             try:
                 cmdline = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ")
+                name = Path(f"/proc/{child}/comm").read_text().strip()
             except OSError:
                 continue
-            found.append((int(child), cmdline.decode(errors="replace")))
+            found.append((int(child), f"[{name}] {cmdline.decode(errors='replace')}"))
     return found
 
 
+def is_worker(cmd: str) -> bool:
+    return "agent_ls.models.worker" in cmd or cmd.startswith("[agent-ls worker]")
+
+
+def is_server(cmd: str) -> bool:
+    return " -m agent_ls serve" in cmd or cmd.startswith("[agent-ls serve]")
+
+
 def model_workers(pid: int) -> list[int]:
-    return [child for child, cmd in children(pid) if "agent_ls.models.worker" in cmd]
+    return [child for child, cmd in children(pid) if is_worker(cmd)]
 
 
 async def test_a_whole_turn_crosses_the_pipe(api: FakeAPI, worker: ModelWorker) -> None:
@@ -264,11 +274,15 @@ def _tree(pid: int) -> dict[int, str]:
     return found
 
 
-def test_run_hands_its_early_worker_to_the_server(workspace: Path, api: FakeAPI) -> None:
+@pytest.mark.parametrize("fork", ["1", "0"], ids=["forked", "new-interpreters"])
+def test_run_hands_its_early_worker_to_the_server(
+    workspace: Path, api: FakeAPI, fork: str
+) -> None:
     # `agent-ls run` starts the worker itself, before the server's interpreter is up, and the
     # server adopts it: one worker in all, gone with the run.
     api.enqueue(Turn(text="Done.", latency=1.5))
     env = {**api_env(api), "AGENT_LS_MODEL": SPEC, "AGENT_LS_DATA_DIR": str(workspace / ".d")}
+    env["AGENT_LS_FORK"] = fork
     proc = subprocess.Popen(
         [sys.executable, "-m", "agent_ls", "run", "--yes", "--json", "-q", "hi"],
         cwd=workspace,
@@ -284,9 +298,12 @@ def test_run_hands_its_early_worker_to_the_server(workspace: Path, api: FakeAPI)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert '"text": "Done."' in out.decode()
-    workers = [pid for pid, cmd in tree.items() if "agent_ls.models.worker" in cmd]
+    workers = [pid for pid, cmd in tree.items() if is_worker(cmd)]
     assert len(workers) == 1, tree
-    assert "--no-rehearsal" in tree[workers[0]]  # the ask follows at once
+    servers = [pid for pid, cmd in direct.items() if is_server(cmd)]
+    assert len(servers) == 1, direct
+    if fork == "0":
+        assert "--no-rehearsal" in tree[workers[0]]  # the ask follows at once
     assert workers[0] in direct, "the run's worker is the client's child, not the server's"
     for pid in workers:
         assert _wait_gone(pid), "the worker outlived the run"

@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +23,7 @@ from agent_ls import __version__
 from agent_ls.client.apply import TextEdit, apply_to_disk
 from agent_ls.client.connection import METHOD_NOT_FOUND, Connection, ResponseError
 from agent_ls.client.render import Renderer
-from agent_ls.client.spawn import AdoptedProcess, spawn_server
+from agent_ls.client.spawn import AdoptedProcess, Server, spawn_server
 from agent_ls.edits import PositionEncoding
 from agent_ls.lsp.jsonrpc import path_to_uri, uri_to_path
 
@@ -71,7 +70,7 @@ class Headless:
         self,
         options: RunOptions,
         renderer: Renderer,
-        server: subprocess.Popen[bytes] | None = None,
+        server: Server | None = None,
     ):
         self.options = options
         self.renderer = renderer
@@ -414,7 +413,7 @@ def _prompt(text: str) -> str:
         return ""
 
 
-def run_headless(options: RunOptions, server: subprocess.Popen[bytes] | None = None) -> int:
+def run_headless(options: RunOptions, server: Server | None = None) -> int:
     """Run ``options`` on ``server`` (spawned by :func:`spawn_server`, or now)."""
     renderer = Renderer(quiet=options.quiet, root=options.cwd, json_output=options.json_output)
     return asyncio.run(Headless(options, renderer, server).run())

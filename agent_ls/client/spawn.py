@@ -13,11 +13,17 @@ import contextlib
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
+
+from agent_ls.forking import ForkedProcess, can_fork, fork_child
 
 if TYPE_CHECKING:
     import asyncio
+
+# The server, or a worker: a new interpreter, or this one forked.
+Server: TypeAlias = "subprocess.Popen[bytes] | ForkedProcess"
 
 
 def server_argv(*, preload: bool) -> list[str]:
@@ -25,13 +31,21 @@ def server_argv(*, preload: bool) -> list[str]:
     return [*argv, "--preload"] if preload else argv
 
 
-def spawn_server(cwd: Path, model: str | None, *, preload: bool = True) -> subprocess.Popen[bytes]:
+def spawn_server(
+    cwd: Path,
+    model: str | None,
+    *,
+    preload: bool = True,
+    main: Callable[[list[str]], int] | None = None,
+) -> Server:
     """The server process, on pipes, in its own session (a Ctrl-C in the terminal reaches
     the client only, which cancels the run through the protocol and then shuts it down).
 
     ``preload``: the client asks at once. An SDK model's worker process then starts here,
     first, and is handed to the server (``models.remote.spawn_for_server``): it begins loading
     the SDK one interpreter start-up sooner than the server could start it.
+    ``main``: the CLI's entry point; given, and where :func:`agent_ls.forking.can_fork`, the
+    server is this interpreter forked, running ``main(["serve", ...])``, not a new one.
     """
     env = dict(os.environ)
     if model:
@@ -41,27 +55,33 @@ def spawn_server(cwd: Path, model: str | None, *, preload: bool = True) -> subpr
     if preload:
         from agent_ls import DEFAULT_MODEL
         from agent_ls.models.remote import spawn_for_server
+        from agent_ls.models.worker import main as worker_main
 
         try:
             spec = env.get("AGENT_LS_MODEL") or DEFAULT_MODEL
-            spawned = spawn_for_server(spec, env, cwd, err_write)
+            spawned = spawn_for_server(spec, env, cwd, err_write, worker_main)
         except OSError:  # the server starts its own
             spawned = None
         if spawned is not None:
             _workers.append(spawned[0])
             handed = spawned[1]
+    argv = server_argv(preload=preload)
+    server: Server
     try:
-        server = subprocess.Popen(
-            server_argv(preload=preload),
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=err_write,
-            bufsize=0,
-            start_new_session=True,
-            pass_fds=handed,
-        )
+        if main is not None and can_fork():
+            server = _fork_server(main, argv, cwd, env, err_write, handed)
+        else:
+            server = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err_write,
+                bufsize=0,
+                start_new_session=True,
+                pass_fds=handed,
+            )
     except BaseException:
         os.close(err_read)
         raise
@@ -72,7 +92,42 @@ def spawn_server(cwd: Path, model: str | None, *, preload: bool = True) -> subpr
     return server
 
 
-_workers: list[subprocess.Popen[bytes]] = []
+def _fork_server(
+    main: Callable[[list[str]], int],
+    argv: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    stderr: int,
+    handed: tuple[int, ...],
+) -> ForkedProcess:
+    in_read, in_write = os.pipe()
+    out_read, out_write = os.pipe()
+    try:
+        args = argv[3:]  # after `python -m agent_ls`
+        pid = fork_child(
+            lambda: main(args),
+            stdin=in_read,
+            stdout=out_write,
+            stderr=stderr,
+            env=env,
+            cwd=cwd,
+            argv=[argv[0], *args],
+            name="agent-ls serve",
+            keep=handed,
+        )
+    except BaseException:
+        os.close(in_write)
+        os.close(out_read)
+        raise
+    finally:
+        os.close(in_read)
+        os.close(out_write)
+    return ForkedProcess(
+        pid, os.fdopen(in_write, "wb", buffering=0), os.fdopen(out_read, "rb", buffering=0)
+    )
+
+
+_workers: list[Server] = []
 
 
 def reap_workers(timeout: float = 1.0) -> None:
@@ -87,7 +142,7 @@ class AdoptedProcess:
     attributes and methods the language client uses (``stdin``, ``stdout``, ``stderr``,
     ``pid``, ``returncode``, ``wait``, ``kill``)."""
 
-    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+    def __init__(self, popen: Server) -> None:
         self._popen = popen
         self.pid = popen.pid
         self.stdin: asyncio.StreamWriter | None = None

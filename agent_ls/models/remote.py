@@ -28,6 +28,8 @@ import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
+from agent_ls.forking import ForkedProcess, can_fork, fork_child
+
 if TYPE_CHECKING:
     import asyncio
     from typing import TypeAlias
@@ -87,30 +89,52 @@ def worker_argv(preload: Sequence[str], log_level: str, *, rehearse: bool = True
 
 
 def spawn_for_server(
-    spec: str, env: dict[str, str], cwd: str | os.PathLike[str], stderr: int
-) -> tuple[subprocess.Popen[bytes], tuple[int, int]] | None:
+    spec: str,
+    env: dict[str, str],
+    cwd: str | os.PathLike[str],
+    stderr: int,
+    worker_main: Callable[[list[str]], int] | None = None,
+) -> tuple[subprocess.Popen[bytes] | ForkedProcess, tuple[int, int]] | None:
     """For a client about to spawn ``serve``: start the model worker warming ``spec`` now, one
     interpreter start-up earlier than the server could, writing its log to ``stderr`` (the
-    server's). Returns the worker and the two pipe ends to pass to the server (``pass_fds``;
-    close them here once it is spawned), and names them in ``env``; None when ``spec`` needs
-    no worker. Raises ``OSError``."""
+    server's). Given ``worker_main`` (``models.worker.main``) and where
+    :func:`agent_ls.forking.can_fork`, the worker is this interpreter forked. Returns the
+    worker and the two pipe ends to pass to the server (``pass_fds``; close them here once it
+    is spawned), and names them in ``env``; None when ``spec`` needs no worker. Raises
+    ``OSError``."""
     if not _needs_worker(spec):  # `env` is this process's, plus the model it names
         return None
     to_worker_r, to_worker_w = os.pipe()
     from_worker_r, from_worker_w = os.pipe()
+    level = env.get("AGENT_LS_LOG_LEVEL", "warning").upper()
+    # The ask follows at once: its request goes out as soon as the SDK is in, and what a
+    # canned stream would have built first is built while the API answers.
+    argv = worker_argv([spec], level, rehearse=False)
+    proc: subprocess.Popen[bytes] | ForkedProcess
     try:
-        level = env.get("AGENT_LS_LOG_LEVEL", "warning").upper()
-        proc = subprocess.Popen(
-            # The ask follows at once: its request goes out as soon as the SDK is in, and
-            # what a canned stream would have built first is built while the API answers.
-            worker_argv([spec], level, rehearse=False),
-            stdin=to_worker_r,
-            stdout=from_worker_w,
-            stderr=stderr,
-            env=env,
-            cwd=cwd,
-            start_new_session=True,  # as the server: a Ctrl-C is the client's to handle
-        )
+        if worker_main is not None and can_fork():
+            main = worker_main
+            pid = fork_child(
+                lambda: main(argv[3:]),
+                stdin=to_worker_r,
+                stdout=from_worker_w,
+                stderr=stderr,
+                env=env,
+                cwd=cwd,
+                argv=["-c", *argv[3:]],
+                name="agent-ls worker",
+            )
+            proc = ForkedProcess(pid)
+        else:
+            proc = subprocess.Popen(
+                argv,
+                stdin=to_worker_r,
+                stdout=from_worker_w,
+                stderr=stderr,
+                env=env,
+                cwd=cwd,
+                start_new_session=True,  # as the server: a Ctrl-C is the client's to handle
+            )
     except OSError:
         for fd in (to_worker_w, from_worker_r):
             os.close(fd)
