@@ -445,3 +445,20 @@ async def test_the_worker_says_warmed_before_it_rehearses_if_it_does() -> None:
         assert frames(out.getvalue()) == [("warmed", "slow:x")]
         # A worker told its first stream is on its way does not rehearse at all.
         assert sent_before_rehearsal == ([("warmed", "slow:x")] if rehearse else [])
+
+
+async def test_the_remote_models_warm_up_does_not_wait_for_the_worker(api: FakeAPI) -> None:
+    # The server's warm-up asks the worker to warm and goes on (the first ask's prompt and
+    # tools are built meanwhile); the stream itself waits for the worker's SDK.
+    w = ModelWorker.spawn([], env=api_env(api))
+    try:
+        model = remote_model(w)
+        started = time.monotonic()
+        await model.warm()
+        assert time.monotonic() - started < 0.05  # the SDK's import takes far longer
+        api.enqueue(Turn(text="warm enough"))
+        events = await collect(model)
+        assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "warm enough"
+    finally:
+        w.stop()
+        await asyncio.to_thread(_wait_gone, w.pid)

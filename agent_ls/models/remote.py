@@ -277,6 +277,14 @@ class ModelWorker:
 
         self._outbox.put(encode(message))
 
+    def ask_warm(self, spec: str) -> None:
+        """Have the worker warm ``spec`` (once), without waiting for it."""
+        with self._lock:
+            ask = spec not in self._asked_warm and self.exited is None
+            self._asked_warm.add(spec)
+        if ask:
+            self.send(("warm", spec))
+
     async def warm(self, spec: str) -> None:
         """Until ``spec``'s SDK is warm in the worker (or the worker is gone)."""
         import asyncio
@@ -343,7 +351,9 @@ class RemoteModel:
         return self._local.context_window
 
     async def warm(self) -> None:
-        await self._worker().warm(self.name)
+        """Ask the worker to warm this model, and return: a stream waits for the warm-up in
+        the worker, so whatever the caller does next (the prompt, the tools) overlaps it."""
+        self._worker().ask_warm(self.name)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         import asyncio
