@@ -317,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.only in (None, "serve"):
             agent_ls_serve(work)
             copilot_serve(work, args.peers)
+        _reap_orphans({fake.proc.pid})
         for r in range(args.rounds):
             sides: list[tuple[str, Any]] = []
             if args.only in (None, "run"):
@@ -335,6 +336,9 @@ def main(argv: list[str] | None = None) -> int:
                 ]
             for name, run in rotated(sides, r):
                 result = run()
+                # A language server's orphans (its model worker, exiting with it) are reaped
+                # now: later, their CPU would count as the next headless side's.
+                _reap_orphans({fake.proc.pid})
                 (headless if name in headless else servers)[name].append(result)
                 print(
                     f"round {r + 1} {name}: "
