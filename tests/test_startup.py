@@ -4,6 +4,7 @@ server (spawned before the client loads pygls, told to load the model SDK at onc
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -103,3 +104,21 @@ def test_the_headless_client_loads_no_lsp_library() -> None:
         "    or m in ('pygls.protocol', 'pygls.server'))))"
     )
     assert seen == []
+
+
+def test_serve_loads_no_pydantic_before_it_reads_initialize(tmp_path: Path) -> None:
+    # What `serve` imports before its first message (pygls, lsprotocol from the attrs code
+    # cache in the data dir): pydantic and the agent core wait for the warm-up thread.
+    code = (
+        "import sys\n"
+        "from agent_ls.lsp.attrs_cache import attrs_code_cache, default_path\n"
+        "with attrs_code_cache(default_path()):\n"
+        "    import agent_ls.lsp.server\n"
+        "print(sorted(m for m in ('pydantic', 'pydantic_core') if m in sys.modules))\n"
+    )
+    env = {**os.environ, "AGENT_LS_DATA_DIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

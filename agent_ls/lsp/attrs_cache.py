@@ -141,6 +141,6 @@ def attrs_code_cache(path: Path) -> Iterator[CacheStats]:
 
 def default_path() -> Path:
     """The cache file in the data dir (``AGENT_LS_DATA_DIR``), one per bytecode version."""
-    from agent_ls.settings import data_dir
+    from agent_ls.dirs import data_dir
 
     return data_dir() / "cache" / f"attrs-code-{MAGIC_NUMBER.hex()}.marshal"
