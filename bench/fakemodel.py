@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import subprocess
 import sys
 import threading
@@ -36,12 +35,6 @@ def serve(argv: list[str] | None = None) -> int:
     requests = [0]
 
     class StampedHandler(_Handler):
-        def setup(self) -> None:
-            super().setup()
-            # Without it Nagle holds each small SSE record until the previous one is ACKed,
-            # and the client's delayed ACK turns that into ~40 ms stalls on reused connections.
-            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
         def do_POST(self) -> None:
             with out_lock:
                 requests[0] += 1

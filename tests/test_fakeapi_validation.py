@@ -174,3 +174,37 @@ async def test_thinking_with_a_small_max_tokens_is_a_request_the_api_accepts(
     assert api.rejections == []
     assert isinstance(events[-1], TurnComplete)
     assert "thinking" not in api.requests[0].body  # no room for the 1024-token minimum budget
+
+
+def test_a_reused_connection_gets_its_stream_without_a_delayed_ack_stall() -> None:
+    # The fake's small SSE writes go out at once (TCP_NODELAY), as a real API's do; with
+    # Nagle on, every response after a connection's first waited ~40 ms for the client's
+    # delayed ACK, which the peer benchmark counted as agent time.
+    import http.client
+    import json
+    import statistics
+    import time
+
+    from tests.fakeapi import FakeAPI, Turn
+
+    with FakeAPI(validate=False) as api:
+        host, port = api.url.removeprefix("http://").split(":")
+        conn = http.client.HTTPConnection(host, int(port))
+        body = json.dumps(
+            {
+                "model": "m",
+                "max_tokens": 5,
+                "stream": True,
+                "messages": [{"role": "user", "content": "hi"}],
+            }
+        )
+        took = []
+        for _ in range(6):
+            api.enqueue(Turn(text=["a", "b", "c"]))
+            started = time.monotonic()
+            conn.request("POST", "/v1/messages", body, {"content-type": "application/json"})
+            response = conn.getresponse()
+            assert b"message_stop" in response.read()
+            took.append(time.monotonic() - started)
+        conn.close()
+    assert statistics.median(took[1:]) < 0.025, took

@@ -26,6 +26,7 @@ import contextlib
 import itertools
 import json
 import signal
+import socket
 import sys
 import threading
 import time
@@ -53,6 +54,13 @@ from tests.fakeapi.wire import (
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
+
+    def setup(self) -> None:
+        super().setup()
+        # As a real API's server does: without it Nagle holds each small SSE record until the
+        # previous one is ACKed, and the client's delayed ACK turns that into ~40 ms stalls
+        # on every response of a reused (keep-alive) connection.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
