@@ -22,14 +22,7 @@ def _serve(args: argparse.Namespace) -> int:
     from agent_ls.agent.warmup import pause_gc
 
     pause_gc()  # until the warm-up has loaded the SDK (AgentService.warm)
-    handler: logging.Handler = (
-        logging.FileHandler(args.log_file) if args.log_file else logging.StreamHandler(sys.stderr)
-    )
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper(), logging.WARNING),
-        handlers=[handler],
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    _setup_logging(args)
     logging.getLogger("pygls").setLevel(max(logging.WARNING, logging.root.level))
     from agent_ls.agent.warmup import start_model_worker
 
