@@ -141,3 +141,40 @@ def test_the_server_keeps_its_cache_in_the_data_dir(workspace: Path, tmp_path: P
         caches = list((data / "cache").glob("attrs-code-*.marshal"))
         assert [p.name for p in caches] == [f"attrs-code-{MAGIC_NUMBER.hex()}.marshal"]
         assert caches[0].stat().st_size > 100_000
+
+
+def _rewrite(path: Path, change: str) -> None:
+    """Drop one entry of the cache file, or add a hundred that no start uses."""
+    code = (
+        "import marshal, sys\n"
+        "from importlib.util import MAGIC_NUMBER\n"
+        "from pathlib import Path\n"
+        "p = Path(sys.argv[1])\n"
+        "entries = marshal.loads(p.read_bytes()[len(MAGIC_NUMBER):])\n"
+        "if sys.argv[2] == 'drop':\n"
+        "    entries.pop(next(iter(entries)))\n"
+        "else:\n"
+        "    stale = compile('x = 1', '<stale>', 'exec')\n"
+        "    entries.update({bytes([i]) * 16: stale for i in range(100)})\n"
+        "p.write_bytes(MAGIC_NUMBER + marshal.dumps(entries))\n"
+    )
+    subprocess.run([sys.executable, "-c", code, str(path), change], check=True, timeout=60)
+
+
+def test_a_miss_now_and_then_does_not_rewrite_the_file_but_many_stale_entries_do(
+    tmp_path: Path,
+) -> None:
+    # A frozen attrs class's __hash__ source holds the hash of its name, which changes with
+    # every interpreter: that one miss each start must not cost a rewrite of the whole file.
+    path = tmp_path / "attrs.marshal"
+    probe("cache", str(path))
+    _rewrite(path, "drop")
+    _, misses, written = probe("cache", str(path))["stats"]  # type: ignore[misc]
+    assert misses == 1 and not written
+    _rewrite(path, "stale")
+    size = path.stat().st_size
+    _, misses, written = probe("cache", str(path))["stats"]  # type: ignore[misc]
+    assert misses == 1 and written  # the missing entry is back, the stale ones are gone
+    assert path.stat().st_size < size
+    _, misses, written = probe("cache", str(path))["stats"]  # type: ignore[misc]
+    assert misses == 0 and not written
