@@ -123,6 +123,38 @@ class ServerState:
 
 
 class AgentServer(LanguageServer):
+    def start_io(self, stdin: Any = None, stdout: Any = None) -> None:
+        """As pygls's, but a pipe from the client is read on the event loop (``lsp/stdio``)."""
+        import threading
+
+        from pygls.io_ import StdoutWriter, run_async
+
+        from agent_ls.lsp.stdio import is_pipe, pipe_reader
+
+        stdin = stdin or sys.stdin.buffer
+        if not is_pipe(stdin):
+            return super().start_io(stdin, stdout)
+        stop = self._stop_event = threading.Event()
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+
+        async def serve() -> None:
+            await run_async(
+                stop_event=stop,
+                reader=await pipe_reader(stdin),
+                protocol=self.protocol,
+                logger=log,
+                error_handler=self.report_server_error,
+            )
+
+        try:
+            asyncio.run(serve())
+        except BrokenPipeError:
+            log.error("Connection to the client is lost! Shutting down the server.")
+        except (KeyboardInterrupt, SystemExit):
+            pass
+        finally:
+            self.shutdown()
+
     def __init__(self) -> None:
         super().__init__(
             "agent-ls",
