@@ -134,7 +134,9 @@ def test_only_pipes_and_sockets_are_read_on_the_loop(tmp_path: Path) -> None:
     left, right = socket.socketpair()
     with os.fdopen(read, "rb") as pipe, os.fdopen(write, "wb"), left, right:
         assert is_pipe(pipe)
-        assert is_pipe(left.makefile("rb"))
+        assert is_pipe(left.makefile("rb"), right.makefile("wb"))
+        # one socket both ways: reading it non-blocking would make the writes non-blocking
+        assert not is_pipe(left.makefile("rb"), left.makefile("wb"))
         with (tmp_path / "f").open("wb+") as regular:
             assert not is_pipe(regular)
         with open(os.devnull, "rb") as device:  # a character device, as a terminal is

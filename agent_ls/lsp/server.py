@@ -132,10 +132,11 @@ class AgentServer(LanguageServer):
         from agent_ls.lsp.stdio import is_pipe, pipe_reader
 
         stdin = stdin or sys.stdin.buffer
-        if not is_pipe(stdin):
+        stdout = stdout or sys.stdout.buffer
+        if not is_pipe(stdin, stdout):
             return super().start_io(stdin, stdout)
         stop = self._stop_event = threading.Event()
-        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        self.protocol.set_writer(StdoutWriter(stdout))
 
         async def serve() -> None:
             await run_async(

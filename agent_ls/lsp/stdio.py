@@ -4,9 +4,10 @@ pygls reads stdin in its thread pool: three hand-offs per message (two header li
 body), each a thread waking, taking the GIL, and queueing a callback at the back of a busy
 loop. While the agent works (a grep's results streaming in, turn after turn) that put a
 ``agent.status`` or ``agent.cancel`` ~10 ms behind. Here the pipe is the loop's: bytes arrive
-in ``data_received`` and a whole message is parsed in one go. Only for a pipe or socket
-(the way editors start language servers): a terminal or a file is read the pygls way, since
-the loop would make a shared terminal non-blocking.
+in ``data_received`` and a whole message is parsed in one go. Only for a pipe, or a socket
+that is not also the server's stdout (the way editors start language servers): a terminal, a
+file or a two-way socket is read the pygls way, since the loop makes what it reads
+non-blocking.
 """
 
 from __future__ import annotations
@@ -33,13 +34,22 @@ class PipeReader:
             return b""
 
 
-def is_pipe(stream: IO[bytes]) -> bool:
-    """Whether ``stream`` is a pipe or a socket (what the loop may read without a thread)."""
+def is_pipe(stream: IO[bytes], writer: IO[bytes] | None = None) -> bool:
+    """Whether the loop may read ``stream`` without a thread: a pipe, or a socket that is not
+    also ``writer`` (the loop makes what it reads non-blocking, and pygls writes blocking)."""
     try:
-        mode = os.fstat(stream.fileno()).st_mode
+        info = os.fstat(stream.fileno())
     except (OSError, ValueError, AttributeError):
         return False
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+    if stat.S_ISFIFO(info.st_mode):
+        return True
+    if not stat.S_ISSOCK(info.st_mode):
+        return False
+    try:
+        other = os.fstat(writer.fileno()) if writer is not None else None
+    except (OSError, ValueError, AttributeError):
+        return False
+    return other is None or (other.st_dev, other.st_ino) != (info.st_dev, info.st_ino)
 
 
 async def pipe_reader(stream: IO[bytes]) -> PipeReader:
