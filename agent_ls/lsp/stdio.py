@@ -37,6 +37,8 @@ class PipeReader:
 def is_pipe(stream: IO[bytes], writer: IO[bytes] | None = None) -> bool:
     """Whether the loop may read ``stream`` without a thread: a pipe, or a socket that is not
     also ``writer`` (the loop makes what it reads non-blocking, and pygls writes blocking)."""
+    if os.name != "posix":  # asyncio's pipe transports are the selector loop's
+        return False
     try:
         info = os.fstat(stream.fileno())
     except (OSError, ValueError, AttributeError):
