@@ -69,6 +69,8 @@ SPECIAL_DIRS = (".", "..", ".git")
 RG_BEGIN = b'{"type":"begin"'
 RG_BEGIN_TEXT = b'{"type":"begin","data":{"path":{"text":"'
 RG_MATCH = b'{"type":"match"'
+RG_MATCH_TEXT = RG_MATCH.decode()
+_scan_json = json.JSONDecoder().raw_decode
 NO_RG = "ripgrep (rg) is not installed; search is unavailable"
 
 
@@ -786,12 +788,14 @@ class _Segment:
     end: int
 
     def matches(self) -> Iterator[Match]:
-        block, find = self.block, self.block.find
-        at = find(RG_MATCH, self.start, self.end)
+        # rg's JSON is UTF-8 (other bytes come base64-encoded): decoded once, each record is
+        # scanned in place, not sliced out and json.loads'ed (which detects and decodes again).
+        text = self.block[self.start : self.end].decode("utf-8")
+        find, at = text.find, text.find(RG_MATCH_TEXT)
         while at >= 0:
-            eol = find(b"\n", at, self.end)
-            yield _match_from_rg(self.path, json.loads(block[at:eol])["data"])
-            at = find(RG_MATCH, eol, self.end)
+            record, end = _scan_json(text, at)
+            yield _match_from_rg(self.path, record["data"])
+            at = find(RG_MATCH_TEXT, end)
 
 
 class _MatchCollector:
