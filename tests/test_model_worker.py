@@ -176,12 +176,6 @@ async def test_a_dead_worker_fails_the_turn_retryably_and_is_replaced(
     second.stop()
 
 
-async def test_warm_returns_once_the_sdk_is_loaded(worker: ModelWorker) -> None:
-    model = remote_model(worker)
-    await asyncio.wait_for(model.warm(), 60)
-    await asyncio.wait_for(model.warm(), 1)  # warm already: at once
-
-
 def test_garbage_on_its_stdin_ends_the_worker_with_an_error() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "agent_ls.models.worker"],

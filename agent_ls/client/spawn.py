@@ -1,10 +1,11 @@
 """Starting the server for a headless command before the client loads its own libraries.
 
-``agent-ls run`` spawns its model worker and its server before it imports anything else of
-its own: they start on the other core while the client imports, the worker loads the model
-SDK, and (``serve --preload``) the server imports the agent core at once instead of after
-``initialized``. Standard library only (and ``models.remote``, which is too): this module
-runs before anything heavy is loaded.
+``agent-ls run`` starts its model worker and its server before it imports anything else of
+its own (forked from its interpreter where :func:`agent_ls.forking.can_fork`): they run on the
+other core while the client imports, the worker loads the model SDK, and (``serve
+--preload``) the server imports the agent core at once instead of after ``initialized``. Light
+imports only (the standard library, ``models.remote`` and, to fork it, the worker's module):
+this module runs before anything heavy is loaded.
 """
 
 from __future__ import annotations
@@ -55,8 +56,10 @@ def spawn_server(
     if preload:
         from agent_ls import DEFAULT_MODEL
         from agent_ls.models.remote import spawn_for_server
-        from agent_ls.models.worker import main as worker_main
 
+        worker_main: Callable[[list[str]], int] | None = None
+        if can_fork():  # the worker's module, imported once for the worker and both of us
+            from agent_ls.models.worker import main as worker_main
         try:
             spec = env.get("AGENT_LS_MODEL") or DEFAULT_MODEL
             spawned = spawn_for_server(spec, env, cwd, err_write, worker_main)

@@ -106,7 +106,8 @@ def _attrs_make() -> ModuleType | None:
 @contextlib.contextmanager
 def attrs_code_cache(path: Path) -> Iterator[CacheStats]:
     """While the block runs, attrs takes its generated code from ``path`` where it can; on
-    leaving, ``path`` holds what the block used (rewritten only when that changed)."""
+    leaving, ``path`` is rewritten with what the block used if over ``REWRITE_SHARE`` of that
+    missed or went unused."""
     stats = CacheStats()
     make = _attrs_make()
     if make is None:

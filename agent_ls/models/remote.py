@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from agent_ls.ports.model import ModelEvent, ModelRequest
 
     Deliver: TypeAlias = Callable[[tuple[Any, ...]], None]  # a stream's messages, on its loop
-    Waiter: TypeAlias = asyncio.Future[None]
 
 log = logging.getLogger(__name__)
 
@@ -83,9 +82,14 @@ def start_early(spec: str) -> None:
 _LAUNCH = "import sys; from agent_ls.models.worker import main; main(sys.argv[1:])"
 
 
-def worker_argv(preload: Sequence[str], log_level: str, *, rehearse: bool = True) -> list[str]:
+def worker_args(preload: Sequence[str], log_level: str, *, rehearse: bool = True) -> list[str]:
+    """The arguments of :func:`agent_ls.models.worker.main`."""
     flags = [] if rehearse else ["--no-rehearsal"]
-    return [sys.executable, "-c", _LAUNCH, "--log-level", log_level, *flags, *preload]
+    return ["--log-level", log_level, *flags, *preload]
+
+
+def worker_argv(preload: Sequence[str], log_level: str, *, rehearse: bool = True) -> list[str]:
+    return [sys.executable, "-c", _LAUNCH, *worker_args(preload, log_level, rehearse=rehearse)]
 
 
 def spawn_for_server(
@@ -109,25 +113,25 @@ def spawn_for_server(
     level = env.get("AGENT_LS_LOG_LEVEL", "warning").upper()
     # The ask follows at once: its request goes out as soon as the SDK is in, and what a
     # canned stream would have built first is built while the API answers.
-    argv = worker_argv([spec], level, rehearse=False)
+    args = worker_args([spec], level, rehearse=False)
     proc: subprocess.Popen[bytes] | ForkedProcess
     try:
         if worker_main is not None and can_fork():
             main = worker_main
             pid = fork_child(
-                lambda: main(argv[3:]),
+                lambda: main(args),
                 stdin=to_worker_r,
                 stdout=from_worker_w,
                 stderr=stderr,
                 env=env,
                 cwd=cwd,
-                argv=["-c", *argv[3:]],
+                argv=["-c", *args],
                 name="agent-ls worker",
             )
             proc = ForkedProcess(pid)
         else:
             proc = subprocess.Popen(
-                argv,
+                worker_argv([spec], level, rehearse=False),
                 stdin=to_worker_r,
                 stdout=from_worker_w,
                 stderr=stderr,
@@ -184,8 +188,6 @@ class ModelWorker:
         self._lock = threading.Lock()
         self._next_sid = 0
         self._streams: dict[int, tuple[asyncio.AbstractEventLoop, Deliver]] = {}
-        self._warm_waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, Waiter]]] = {}
-        self._warmed: set[str] = set()
         self._asked_warm: set[str] = set(preload)
         self.exited: int | None = None
         self._outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
@@ -244,12 +246,7 @@ class ModelWorker:
 
     def _dispatch(self, message: tuple[Any, ...]) -> None:
         kind = message[0]
-        if kind == "warmed":
-            with self._lock:
-                self._warmed.add(message[1])
-                waiters = self._warm_waiters.pop(message[1], [])
-            for loop, future in waiters:
-                _call_soon(loop, _resolve, future)
+        if kind == "warmed":  # nothing here waits for it: a stream waits in the worker
             return
         with self._lock:
             target = self._streams.get(message[1])
@@ -261,14 +258,10 @@ class ModelWorker:
         with self._lock:
             self.exited = code
             streams = list(self._streams.values())
-            waiters = [w for ws in self._warm_waiters.values() for w in ws]
-            self._warm_waiters.clear()
         if streams or code not in (0, -9, -15):
             log.warning("the model worker exited with code %s", code)
         for loop, deliver in streams:
             _call_soon(loop, deliver, ("gone", code))
-        for loop, future in waiters:
-            _call_soon(loop, _resolve, future)
 
     # -- what the models call --------------------------------------------------------------
 
@@ -284,22 +277,6 @@ class ModelWorker:
             self._asked_warm.add(spec)
         if ask:
             self.send(("warm", spec))
-
-    async def warm(self, spec: str) -> None:
-        """Until ``spec``'s SDK is warm in the worker (or the worker is gone)."""
-        import asyncio
-
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
-        with self._lock:
-            if spec in self._warmed or self.exited is not None:
-                return
-            self._warm_waiters.setdefault(spec, []).append((loop, future))
-            ask = spec not in self._asked_warm
-            self._asked_warm.add(spec)
-        if ask:
-            self.send(("warm", spec))
-        await future
 
     def open_stream(
         self, deliver: Callable[[tuple[Any, ...]], None], loop: asyncio.AbstractEventLoop
@@ -323,11 +300,6 @@ class ModelWorker:
     def stop(self) -> None:
         """Close the worker's stdin (it exits at once); does not wait."""
         self._outbox.put(None)
-
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
 
 
 def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[..., None], *args: Any) -> None:

@@ -1,14 +1,17 @@
 """The model worker: a process of its own that imports the SDKs and streams the turns.
 
-``python -m agent_ls.models.worker [--log-level LEVEL] [SPEC ...]`` (the server calls
-:func:`main` through ``-c``, see :mod:`agent_ls.models.remote`) warms the SDKs of the
-``SPEC``s at once, then serves :mod:`agent_ls.models.remote` over its stdin and stdout:
+``python -m agent_ls.models.worker [--log-level LEVEL] [--no-rehearsal] [SPEC ...]`` (the
+server calls :func:`main` through ``-c``, or forked, see :mod:`agent_ls.models.remote`) warms
+the SDKs of the ``SPEC``s at once, then serves :mod:`agent_ls.models.remote` over its stdin and
+stdout:
 length-prefixed pickles (``>I`` byte count, then the pickle), the only thing ever written to
 its stdout. In::
 
     ("warm", spec)                 import that model's SDK and build its client, then answer
-                                   ("warmed", spec); a canned in-memory stream follows unless
-                                   a real one started (each SPEC of the command line too)
+                                   ("warmed", spec) (informational: a stream waits for the
+                                   warm-up here, the server does not); a canned in-memory
+                                   stream follows unless a real one started or
+                                   ``--no-rehearsal`` (each SPEC of the command line too)
     ("stream", sid, spec, request) stream one turn of a ModelRequest
     ("cancel", sid)                stop that stream (its HTTP response is closed)
 
