@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import subprocess
+import threading
 from pathlib import Path
 from typing import Any, cast
 
@@ -713,3 +714,22 @@ async def test_exact_file_types_list_what_the_glob_selects(tmp_path: Path, glob:
     checked = search.FileFilter(tmp_path, tmp_path, [], file_filter.regex)
     everything, _runs, _more = await search.collect_files([checked], time_limit=30)
     assert sorted(found) == sorted(everything)
+
+
+async def test_grep_parses_and_formats_the_shown_matches_off_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Parsing and formatting a capped answer takes 1-2 ms: on the loop it would hold
+    # agent.status and agent.cancel behind it.
+    write(tmp_path, "many.txt", "".join(f"hit {n}\n" for n in range(1000)))
+    threads: list[int] = []
+    real = search._format_matches
+
+    def spy(*args: Any) -> str:
+        threads.append(threading.get_ident())
+        return real(*args)
+
+    monkeypatch.setattr(search, "_format_matches", spy)
+    out = lines(await grep(Workspace([tmp_path]), "hit"))
+    assert out[0] == "many.txt:1: hit 0"
+    assert threads and threading.get_ident() not in threads

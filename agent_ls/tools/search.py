@@ -1012,7 +1012,9 @@ class GrepSearch(Tool[GrepSearchInput]):
                     is_error=True,
                 )
             return ToolResult(f"No matches for {args.pattern}", raw_output={"matches": 0})
-        text = _format_matches(collector, ctx.workspace)
+        # Parsing and formatting up to MAX_SHOWN_MATCHES records takes milliseconds: off the
+        # event loop, so control requests are not held behind it.
+        text = await asyncio.to_thread(_format_matches, collector, ctx.workspace)
         if timed_out:
             text += f"\n(search stopped after {self.timeout:g} s; results are incomplete)"
         if dropped := sum(r.dropped_records for r in runs):
