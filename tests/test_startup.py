@@ -106,6 +106,51 @@ def test_the_headless_client_loads_no_lsp_library() -> None:
     assert seen == []
 
 
+def test_a_quiet_json_run_loads_no_rich_until_it_prints_a_styled_line() -> None:
+    # rich is ~35 ms of the client's CPU while the server and the worker start on both cores.
+    seen = _fresh(
+        "import json, sys\n"
+        "from agent_ls.client.render import Renderer\n"
+        "r = Renderer(quiet=True, json_output=True)\n"
+        "r.update({'sessionUpdate': 'agent_message_chunk', 'content': {'text': 'hi'}})\n"
+        "r.update({'sessionUpdate': 'tool_call', 'toolCallId': 't', 'title': 'read'})\n"
+        "before = 'rich' in sys.modules\n"
+        "Renderer(json_output=True).update(\n"
+        "    {'sessionUpdate': 'tool_call', 'toolCallId': 't', 'title': 'read_file a.py'})\n"
+        "print(json.dumps({'before': before, 'after': 'rich' in sys.modules}))"
+    )
+    assert seen == {"before": False, "after": True}
+
+
+def test_the_headless_client_forks_its_worker_before_importing_the_workers_module(
+    tmp_path: Path,
+) -> None:
+    # The worker imports its module (and asyncio) on its own core: the client forks it and
+    # the server ~50 ms sooner than if it imported that module first.
+    code = (
+        "import json, os, sys\n"
+        "from pathlib import Path\n"
+        "from agent_ls.cli import main\n"
+        "from agent_ls.client.spawn import reap_workers, spawn_server\n"
+        "from agent_ls.forking import ForkedProcess\n"
+        "server = spawn_server(Path(sys.argv[1]), 'anthropic:claude-x', main=main)\n"
+        "forked = isinstance(server, ForkedProcess)\n"
+        "imported = 'agent_ls.models.worker' in sys.modules\n"
+        "server.stdin.close()\n"
+        "server.wait(30)\n"
+        "reap_workers(30)\n"
+        "print(json.dumps({'forked': forked, 'worker module here': imported}))"
+    )
+    env = {**os.environ, "AGENT_LS_DATA_DIR": str(tmp_path / "data"), "ANTHROPIC_API_KEY": "x"}
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)],
+        capture_output=True, text=True, timeout=60, env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen == {"forked": True, "worker module here": False}
+
+
 def test_serve_loads_no_pydantic_before_it_reads_initialize(tmp_path: Path) -> None:
     # What `serve` imports before its first message (pygls, lsprotocol from the attrs code
     # cache in the data dir): pydantic and the agent core wait for the warm-up thread.

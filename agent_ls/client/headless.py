@@ -17,12 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from rich.text import Text
-
 from agent_ls import __version__
 from agent_ls.client.apply import TextEdit, apply_to_disk
 from agent_ls.client.connection import METHOD_NOT_FOUND, Connection, ResponseError
-from agent_ls.client.render import Renderer
+from agent_ls.client.render import Renderer, styled
 from agent_ls.client.spawn import AdoptedProcess, Server, spawn_server
 from agent_ls.edits import PositionEncoding
 from agent_ls.lsp.jsonrpc import path_to_uri, uri_to_path
@@ -172,7 +170,7 @@ class Headless:
                     f"[bold]{self._shown(path)}[/bold] hunk {i + 1} at line {line}:"
                 )
                 for row, style in hunk_preview(old_text, text_edit):
-                    self.renderer.err.print(Text(row, style=style))
+                    self.renderer.err.print(styled(row, style))
                 answer = _prompt("Apply this hunk? [y/N] ")
                 decisions[(path, i)] = answer.strip().lower() in ("y", "yes")
         return decisions

@@ -5,15 +5,25 @@ from __future__ import annotations
 import contextlib
 import difflib
 import sys
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.text import Text
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
 
 OUTPUT_LINES = 12
 NESTED_INDENT = "    "
 STATUS_MARK = {"completed": "✓", "failed": "✗", "in_progress": "…", "pending": "·"}
+
+
+def styled(text: str, style: str = "") -> Text:
+    """``rich.text.Text``; rich is imported at the first styled line, as a ``--json -q`` run
+    may print none (and its import would compete with the server's start for the CPU)."""
+    from rich.text import Text
+
+    return Text(text, style=style)
 
 
 EDIT_OUTCOMES = ("applied", "partial", "rejected", "failed", "unconfirmed")
@@ -63,11 +73,18 @@ class Renderer:
         self.root = root
         # With --json, stdout carries the result object alone; the answer streams to stderr.
         self.out = sys.stderr if json_output else sys.stdout
-        self.err = Console(stderr=True, highlight=False, soft_wrap=True, force_terminal=color)
+        self._color = color
         self.titles: dict[str, str] = {}
         self.nested: set[str] = set()  # tool calls of sub-agents, shown indented
         self._mid_line = False
         self._broke_line = False  # _break_line ended the answer's line: owes one newline back
+
+    @cached_property
+    def err(self) -> Console:
+        """The console of stderr (tool calls, diffs, questions), made at its first use."""
+        from rich.console import Console
+
+        return Console(stderr=True, highlight=False, soft_wrap=True, force_terminal=self._color)
 
     def _break_line(self) -> None:
         if self._mid_line:
@@ -105,13 +122,13 @@ class Renderer:
                 self.nested.add(call_id)
             pad = self._pad(call_id)
             if update.get("status") == "failed":
-                self.err.print(Text(f"{pad}✗ {self.titles[call_id]}", style="red"))
+                self.err.print(styled(f"{pad}✗ {self.titles[call_id]}", "red"))
             else:
-                self.err.print(Text(f"{pad}→ {self.titles[call_id]}", style="cyan"))
+                self.err.print(styled(f"{pad}→ {self.titles[call_id]}", "cyan"))
         elif kind == "tool_call_update":
             self._tool_update(update)
         elif kind == "current_mode_update":
-            self.err.print(Text(f"mode: {update.get('currentModeId')}", style="magenta"))
+            self.err.print(styled(f"mode: {update.get('currentModeId')}", "magenta"))
 
     def _pad(self, call_id: str) -> str:
         return NESTED_INDENT if call_id in self.nested else ""
@@ -133,7 +150,7 @@ class Renderer:
                     lines = [f"[... {skipped} lines ...]", *lines[-OUTPUT_LINES:]]
                 self._break_line()
                 for line in lines:
-                    self.err.print(Text(pad + "  │ " + line, style="dim"))
+                    self.err.print(styled(pad + "  │ " + line, "dim"))
         if status in ("completed", "failed"):
             title = self.titles.get(str(update.get("toolCallId")), "")
             output = update.get("rawOutput")
@@ -147,7 +164,7 @@ class Renderer:
             elif status == "failed" and isinstance(output, str):
                 detail = ": " + output.strip().splitlines()[0][:200] if output.strip() else ""
             self._break_line()
-            self.err.print(Text(f"{pad}{mark} {title}{detail}", style=style))
+            self.err.print(styled(f"{pad}{mark} {title}{detail}", style))
 
     def diff(self, path: str, old: str | None, new: str, indent: str = "") -> None:
         with contextlib.suppress(ValueError):
@@ -169,7 +186,7 @@ class Renderer:
                 style = "red"
             elif line.startswith("@@"):
                 style = "cyan"
-            self.err.print(Text(indent + line, style=style or ""))
+            self.err.print(styled(indent + line, style or ""))
 
     def question(self, message: str, answer: str, why: str) -> None:
         """Show a question the client answered by itself, and its answer."""
@@ -178,8 +195,8 @@ class Renderer:
         self._break_line()
         lines = [ln for ln in message.splitlines() if ln.strip()]
         for line in lines[:6]:
-            self.err.print(Text("? " + line, style="yellow"))
-        self.err.print(Text(f"  {answer} ({why})", style="yellow"))
+            self.err.print(styled("? " + line, "yellow"))
+        self.err.print(styled(f"  {answer} ({why})", "yellow"))
 
     def progress(self, message: str) -> None:
         # A sub-agent's step is "[<agent>: <description>] <title>": its tool call is shown.
@@ -188,7 +205,7 @@ class Renderer:
             return
         if not self.quiet and message and message not in self.titles.values():
             self._break_line()
-            self.err.print(Text(f"  {message}", style="dim"))
+            self.err.print(styled(f"  {message}", "dim"))
 
     def finish(self, result: dict[str, Any]) -> None:
         self._break_line()
@@ -203,8 +220,8 @@ class Renderer:
         )
         style = "red" if stop in ("error", "cancelled") else "dim"
         if result.get("error"):
-            self.err.print(Text(f"error: {result['error']}", style="red"))
-        self.err.print(Text(line, style=style))
+            self.err.print(styled(f"error: {result['error']}", "red"))
+        self.err.print(styled(line, style))
 
     def mcp_servers(self, answer: dict[str, Any]) -> None:
         """``agent-ls mcp``: one line per server on stdout, its error and tools below."""

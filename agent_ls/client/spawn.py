@@ -57,12 +57,9 @@ def spawn_server(
         from agent_ls import DEFAULT_MODEL
         from agent_ls.models.remote import spawn_for_server
 
-        worker_main: Callable[[list[str]], int] | None = None
-        if can_fork():  # the worker's module, imported once for the worker and both of us
-            from agent_ls.models.worker import main as worker_main
         try:
             spec = env.get("AGENT_LS_MODEL") or DEFAULT_MODEL
-            spawned = spawn_for_server(spec, env, cwd, err_write, worker_main)
+            spawned = spawn_for_server(spec, env, cwd, err_write, _worker_main)
         except OSError:  # the server starts its own
             spawned = None
         if spawned is not None:
@@ -128,6 +125,14 @@ def _fork_server(
     return ForkedProcess(
         pid, os.fdopen(in_write, "wb", buffering=0), os.fdopen(out_read, "rb", buffering=0)
     )
+
+
+def _worker_main(args: list[str]) -> int:
+    # Imported in the forked worker, not here first: the server and the worker start
+    # sooner, and each imports asyncio on a core of its own.
+    from agent_ls.models.worker import main
+
+    return main(args)
 
 
 _workers: list[Server] = []
