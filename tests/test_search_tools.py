@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any, cast
@@ -733,3 +734,43 @@ async def test_grep_parses_and_formats_the_shown_matches_off_the_event_loop(
     out = lines(await grep(Workspace([tmp_path]), "hit"))
     assert out[0] == "many.txt:1: hit 0"
     assert threads and threading.get_ident() not in threads
+
+
+def _thread_nice_values(pid: int) -> list[int]:
+    values = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/stat") as f:
+            values.append(int(f.read().rsplit(")", 1)[1].split()[16]))  # field 19: nice
+    return sorted(values)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="Linux: nice is per thread")
+def test_rg_runs_below_the_editor_with_every_thread_it_started_before_or_after() -> None:
+    # rg starts its search threads right after exec; whether or not they exist yet when the
+    # priority is lowered, every one of them must end up yielding to the editor.
+    code = (
+        "import sys, threading\n"
+        "stop = threading.Event()\n"
+        "for _ in range(2): threading.Thread(target=stop.wait, daemon=True).start()\n"
+        "print('started', flush=True); sys.stdin.readline()\n"
+        "threading.Thread(target=stop.wait, daemon=True).start()\n"
+        "print('more', flush=True); sys.stdin.readline()\n"
+    )
+    ours = os.getpriority(os.PRIO_PROCESS, 0)
+    if ours >= search.RG_NICENESS:
+        pytest.skip("this test runs at or below rg's priority already")
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert child.stdin is not None and child.stdout is not None
+    try:
+        assert child.stdout.readline() == "started\n"
+        assert _thread_nice_values(child.pid) == [ours] * 3
+        search.lower_priority(child.pid)
+        child.stdin.write("\n")
+        child.stdin.flush()
+        assert child.stdout.readline() == "more\n"
+        assert _thread_nice_values(child.pid) == [search.RG_NICENESS] * 4
+    finally:
+        child.kill()
+        child.wait()
