@@ -411,3 +411,49 @@ def test_run_parts_the_turns_texts_by_one_empty_line(workspace: Path) -> None:
     assert done.returncode == 0, done.stderr
     # not three newlines: the line the tool call broke counts as one of the turns' two
     assert done.stdout == "Reading app.py.\n\nIt greets.\n", repr(done.stdout)
+
+
+def test_run_reports_progress_on_its_own_token_without_a_create_round_trip(
+    tmp_path: Path,
+) -> None:
+    # The server would otherwise ask the client for a token (window/workDoneProgress/create)
+    # and wait for the answer before the ask's first model request.
+    (tmp_path / "ws").mkdir()
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"turns": [{"text": "Done."}]}))
+    code = (
+        "import asyncio, json, sys\n"
+        "from pathlib import Path\n"
+        "from agent_ls.client.headless import Headless, RunOptions\n"
+        "from agent_ls.client.render import Renderer\n"
+        "seen = {'create': 0, 'tokens': set()}\n"
+        "class Watched(Headless):\n"
+        "    def _handlers(self):\n"
+        "        handlers = super()._handlers()\n"
+        "        create = handlers['window/workDoneProgress/create']\n"
+        "        progress = handlers['$/progress']\n"
+        "        def on_create(params):\n"
+        "            seen['create'] += 1\n"
+        "            return create(params)\n"
+        "        def on_progress(params):\n"
+        "            seen['tokens'].add(params['token'])\n"
+        "            return progress(params)\n"
+        "        handlers['window/workDoneProgress/create'] = on_create\n"
+        "        handlers['$/progress'] = on_progress\n"
+        "        return handlers\n"
+        "options = RunOptions(prompt='hi', cwd=Path(sys.argv[1]), policy='yes', quiet=True)\n"
+        "code = asyncio.run(Watched(options, Renderer(quiet=True)).run())\n"
+        "print(json.dumps({'code': code, 'create': seen['create'],\n"
+        "                  'tokens': sorted(seen['tokens'])}))\n"
+    )
+    env = {**os.environ, "AGENT_LS_MODEL": f"script:{script}"}
+    env.pop("ANTHROPIC_API_KEY", None)
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "ws")],
+        capture_output=True, text=True, timeout=60, env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["code"] == 0
+    assert seen["create"] == 0
+    assert len(seen["tokens"]) == 1 and seen["tokens"][0].startswith("agent-ls-run/")

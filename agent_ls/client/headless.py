@@ -243,10 +243,16 @@ class Headless:
         self.rpc.notify("initialized", {})
         return drain
 
-    async def _command(self, command: str, argument: dict[str, Any]) -> Any:
-        return await self.rpc.request(
-            "workspace/executeCommand", {"command": command, "arguments": [argument]}
-        )
+    async def _command(
+        self, command: str, argument: dict[str, Any], *, progress: bool = False
+    ) -> Any:
+        """``progress``: the request carries a ``workDoneToken`` of ours, so the server
+        reports on it at once instead of first asking for one (a round trip before the
+        ask's first model request)."""
+        params: dict[str, Any] = {"command": command, "arguments": [argument]}
+        if progress:
+            params["workDoneToken"] = f"agent-ls-run/{os.getpid()}/{command}"
+        return await self.rpc.request("workspace/executeCommand", params)
 
     async def list_mcp(self, settle_seconds: float = 120.0) -> int:
         """``agent-ls mcp``: the MCP servers once they settled (started, failed or denied)."""
@@ -283,7 +289,7 @@ class Headless:
         try:
             if opts.undo:
                 return await self._undo(opts.session_id or "")
-            result = await self._command("agent.ask", argument)
+            result = await self._command("agent.ask", argument, progress=True)
             self.renderer.finish(result)
             if opts.json_output:
                 print(json.dumps(result, indent=2))
