@@ -349,3 +349,34 @@ async def test_status_rereads_the_agent_files_only_when_they_changed(
     assert names(changed) == ["explore", "general", "scout2"]
     assert any("broken.md" in p for p in changed["problems"])
     assert len(reads) == 2
+
+
+async def test_a_first_run_takes_the_project_context_read_early_and_later_runs_keep_theirs(
+    tmp_path: Path,
+) -> None:
+    # The context (instructions, git state) is read while the run waits for the warm-up;
+    # the catalog must take that read, not read the project again after the wait.
+    from agent_ls.agent.service import AgentService
+    from agent_ls.agent.session import Session
+    from agent_ls.settings import Settings
+    from agent_ls.workspace import Workspace
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    service = AgentService(lambda: Settings(model="script:none.json"))
+    session = Session("s1")
+    early = service.read_context_early(session, Workspace([root]))
+    assert early is not None
+    read = await early
+    assert str(root) in read[1]  # the environment block names the workspace
+    marked = ("## marked instructions", read[1])
+    given: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    given.set_result(marked)
+    catalog = await service.subagent_catalog(session.id, root, given)
+    assert catalog.context == marked
+    assert service.read_context_early(session, Workspace([root])) is None  # has its context
+
+    failed: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    failed.set_exception(OSError("git vanished"))
+    other = await service.subagent_catalog("s2", root, failed)
+    assert other.context == read  # read again, as without an early read

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from agent_ls.agent.hooks import HookConfig, HookRunner, HookSandbox
     from agent_ls.agent.loop import AgentLoop, RunResult
+    from agent_ls.agent.prompt import ProjectContext
     from agent_ls.agent.session import Session
     from agent_ls.agent.subagents import SubagentCatalog
     from agent_ls.ports.editor import EditorPort
@@ -214,8 +215,27 @@ class AgentService:
 
     # -- runs ------------------------------------------------------------------------------
 
-    async def loop_for(self, session: Session, workspace: Workspace, port: EditorPort) -> AgentLoop:
-        """An agent loop for one run of ``session``.
+    def read_context_early(
+        self, session: Session, workspace: Workspace
+    ) -> asyncio.Future[ProjectContext] | None:
+        """For a session's first run: start reading the project context (instructions, git
+        state) now, in a thread, so git runs while the run waits for the warm-up; give the
+        future to :meth:`loop_for`. None when the session has its context already."""
+        from agent_ls.agent.prompt import project_context
+
+        if session.id in self.catalogs:
+            return None
+        return asyncio.ensure_future(asyncio.to_thread(project_context, workspace.root))
+
+    async def loop_for(
+        self,
+        session: Session,
+        workspace: Workspace,
+        port: EditorPort,
+        context: asyncio.Future[ProjectContext] | None = None,
+    ) -> AgentLoop:
+        """An agent loop for one run of ``session`` (``context``: what
+        :meth:`read_context_early` started for this run).
 
         The system prompt's fixed parts are built once per session; the project memory is
         read for each run, so a change shows from the next ask and never within one.
@@ -228,7 +248,7 @@ class AgentService:
         )
         from agent_ls.agent.subagents import SubagentHost
 
-        catalog = await self.subagent_catalog(session.id, workspace.root)
+        catalog = await self.subagent_catalog(session.id, workspace.root, context)
         if session.id not in self.prompt_parts:
             self.prompt_parts[session.id] = await asyncio.to_thread(
                 build_prompt_parts,
@@ -266,13 +286,23 @@ class AgentService:
 
     # -- sub-agents ------------------------------------------------------------------------
 
-    async def subagent_catalog(self, session_id: str, root: Path) -> SubagentCatalog:
-        """The session's sub-agent definitions and tool sets, loaded at its first run."""
+    async def subagent_catalog(
+        self,
+        session_id: str,
+        root: Path,
+        context: asyncio.Future[ProjectContext] | None = None,
+    ) -> SubagentCatalog:
+        """The session's sub-agent definitions and tool sets, loaded at its first run (with
+        ``context``, the project context being read for it, when given)."""
         from agent_ls.agent.subagents import SubagentCatalog
 
         catalog = self.catalogs.get(session_id)
         if catalog is None:
-            catalog = await asyncio.to_thread(SubagentCatalog.load, root, self.tools())
+            read: ProjectContext | None = None
+            if context is not None:
+                with contextlib.suppress(Exception):  # read again below, reporting as usual
+                    read = await context
+            catalog = await asyncio.to_thread(SubagentCatalog.load, root, self.tools(), read)
             self.catalogs[session_id] = catalog
             self._warn_once(catalog.problems)
         return catalog

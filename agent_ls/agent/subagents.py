@@ -322,9 +322,14 @@ class SubagentCatalog:
         self.models: dict[str, Model] = {}
 
     @classmethod
-    def load(cls, root: Path, base_tools: ToolRegistry) -> SubagentCatalog:
+    def load(
+        cls, root: Path, base_tools: ToolRegistry, context: ProjectContext | None = None
+    ) -> SubagentCatalog:
+        """``context``: :func:`project_context` of ``root``, when it was read already."""
         agents, problems = load_definitions(root)
-        catalog = cls(root, base_tools, agents, problems, project_context(root))
+        if context is None:
+            context = project_context(root)
+        catalog = cls(root, base_tools, agents, problems, context)
         catalog.parent_tools.specs()  # builds and caches the schemas off the event loop
         return catalog
 

@@ -35,6 +35,7 @@ from agent_ls import __version__
 
 if TYPE_CHECKING:
     from agent_ls.agent.loop import AgentLoop, RunResult
+    from agent_ls.agent.prompt import ProjectContext
     from agent_ls.agent.service import ActiveRun
     from agent_ls.agent.session import Session
     from agent_ls.lsp.protocol import (
@@ -846,7 +847,9 @@ async def _run_body(
 
     result = RunResult(session.id, "cancelled", "")
     port: LspEditorPort | None = None
+    context: asyncio.Future[ProjectContext] | None = None
     try:
+        context = ls.service.read_context_early(session, ls.agent_workspace())
         run.token = await _begin_progress(ls, title, message)
         port = LspEditorPort(ls, session.id, run.token)
         for note in notes:
@@ -857,13 +860,15 @@ async def _run_body(
         except Exception as exc:  # the model setting names no usable provider
             result = RunResult(session.id, "error", "", error=str(exc))
             return result
-        loop = await ls.service.loop_for(session, ls.agent_workspace(), port)
+        loop = await ls.service.loop_for(session, ls.agent_workspace(), port, context)
         result = await action(loop)
         return result
     except asyncio.CancelledError:
         result = RunResult(session.id, "cancelled", "")
         return result
     finally:
+        if context is not None and not context.cancel() and not context.cancelled():
+            context.exception()  # done, maybe failed, maybe never taken (an early return)
         if port is not None:
             port.flush()
         _end_progress(ls, run.token, _summary(result))
