@@ -8,10 +8,7 @@ import contextlib
 import json
 import logging
 import os
-import shutil
 import sys
-import tempfile
-from importlib import resources
 from pathlib import Path
 from typing import NoReturn
 
@@ -174,6 +171,11 @@ DEMO_PROMPT = "The average() helper in stats.py crashes on an empty list. Fix it
 
 
 def _demo(args: argparse.Namespace) -> int:
+    # Imported here: every command pays for what this module imports before it forks.
+    import shutil
+    import tempfile
+    from importlib import resources
+
     from agent_ls.client.headless import RunOptions, run_headless
 
     demo = resources.files("agent_ls") / "demo"

@@ -151,6 +151,18 @@ def test_the_headless_client_forks_its_worker_before_importing_the_workers_modul
     assert seen == {"forked": True, "worker module here": False}
 
 
+def test_the_command_line_imports_only_what_every_command_needs_before_it_forks() -> None:
+    # `agent-ls run` forks its server and model worker right after this module loads: what
+    # it imports for one command (the demo's files) delays both for every other.
+    seen = _fresh(
+        "import json, sys\n"
+        "import agent_ls.cli\n"
+        "print(json.dumps(sorted(m for m in ('importlib.resources', 'shutil', 'tempfile')\n"
+        "    if m in sys.modules)))"
+    )
+    assert seen == []
+
+
 def test_serve_loads_no_pydantic_before_it_reads_initialize(tmp_path: Path) -> None:
     # What `serve` imports before its first message (pygls, lsprotocol from the attrs code
     # cache in the data dir): pydantic and the agent core wait for the warm-up thread.
