@@ -297,7 +297,8 @@ def test_run_hands_its_early_worker_to_the_server(
     servers = [pid for pid, cmd in direct.items() if is_server(cmd)]
     assert len(servers) == 1, direct
     if fork == "0":
-        assert "--no-rehearsal" in tree[workers[0]]  # the ask follows at once
+        # It rehearses while the server starts, and stops when the real stream arrives.
+        assert "--no-rehearsal" not in tree[workers[0]]
     assert workers[0] in direct, "the run's worker is the client's child, not the server's"
     for pid in workers:
         assert _wait_gone(pid), "the worker outlived the run"
@@ -456,3 +457,56 @@ async def test_the_remote_models_warm_up_does_not_wait_for_the_worker(api: FakeA
     finally:
         w.stop()
         await asyncio.to_thread(_wait_gone, w.pid)
+
+
+async def test_a_real_stream_stops_the_rehearsal_it_would_wait_behind() -> None:
+    # The canned stream only warms the SDK up; once a real stream needs the worker's CPU, it
+    # stops where it is instead of running its course first.
+    import io
+
+    from agent_ls.models.sdk import SdkModel
+    from agent_ls.models.worker import Worker
+
+    rehearsal: list[str] = []
+
+    class Rehearsing(SdkModel[Any]):
+        provider = "rehearsing"
+        default_context_window = 1000
+
+        def prepare_sdk(self) -> None:
+            pass
+
+        def import_sdk(self) -> None:
+            pass
+
+        def _make_client(self) -> Any:
+            return object()
+
+        async def rehearse(self) -> None:
+            rehearsal.append("started")
+            try:
+                await asyncio.sleep(30)
+                rehearsal.append("finished")
+            except asyncio.CancelledError:
+                rehearsal.append("stopped")
+                raise
+
+        async def stream(self, request: Any) -> Any:
+            rehearsal.append("streamed")
+            return
+            yield
+
+    worker = Worker(io.BytesIO())
+    worker._models["rehearsing:x"] = Rehearsing("x")
+    worker.answer_warm("rehearsing:x")
+    for _ in range(200):
+        await asyncio.sleep(0.01)
+        if rehearsal:
+            break
+    assert rehearsal == ["started"]
+    worker.handle(("stream", 1, "rehearsing:x", None))
+    for _ in range(200):
+        await asyncio.sleep(0.01)
+        if len(rehearsal) == 3:
+            break
+    assert sorted(rehearsal) == ["started", "stopped", "streamed"]

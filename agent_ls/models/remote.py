@@ -111,9 +111,9 @@ def spawn_for_server(
     to_worker_r, to_worker_w = os.pipe()
     from_worker_r, from_worker_w = os.pipe()
     level = env.get("AGENT_LS_LOG_LEVEL", "warning").upper()
-    # The ask follows at once: its request goes out as soon as the SDK is in, and what a
-    # canned stream would have built first is built while the API answers.
-    args = worker_args([spec], level, rehearse=False)
+    # The ask follows soon: the worker rehearses a canned stream while the server starts,
+    # and stops rehearsing when the real one arrives.
+    args = worker_args([spec], level)
     proc: subprocess.Popen[bytes] | ForkedProcess
     try:
         if worker_main is not None and can_fork():
@@ -131,7 +131,7 @@ def spawn_for_server(
             proc = ForkedProcess(pid)
         else:
             proc = subprocess.Popen(
-                worker_argv([spec], level, rehearse=False),
+                worker_argv([spec], level),
                 stdin=to_worker_r,
                 stdout=from_worker_w,
                 stderr=stderr,

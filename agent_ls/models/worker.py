@@ -11,7 +11,8 @@ its stdout. In::
                                    ("warmed", spec) (informational: a stream waits for the
                                    warm-up here, the server does not); a canned in-memory
                                    stream follows unless a real one started or
-                                   ``--no-rehearsal`` (each SPEC of the command line too)
+                                   ``--no-rehearsal`` (each SPEC of the command line too),
+                                   and stops when a real one starts
     ("stream", sid, spec, request) stream one turn of a ModelRequest
     ("cancel", sid)                stop that stream (its HTTP response is closed)
 
@@ -49,13 +50,14 @@ class Worker:
 
     def __init__(self, out: BinaryIO, *, rehearse: bool = True) -> None:
         """``rehearse``: after a warm-up, stream once in memory unless a real stream started
-        (off for a worker whose first stream is on its way: ``agent-ls run``'s)."""
+        (a real stream that starts stops it)."""
         self._out = out
         self._rehearse = rehearse
         self._models: dict[str, Any] = {}
         self._streams: dict[int, asyncio.Task[None]] = {}
         self._ready: dict[str, asyncio.Future[None]] = {}
         self._answering: set[asyncio.Task[None]] = set()
+        self._warming: dict[str, asyncio.Task[None]] = {}  # warm-ups not finished
         self._streamed = False
 
     def send(self, message: tuple[Any, ...]) -> None:
@@ -78,6 +80,8 @@ class Worker:
             task = asyncio.ensure_future(self._warm(spec, ready))
             self._answering.add(task)
             task.add_done_callback(self._answering.discard)
+            self._warming[spec] = task
+            task.add_done_callback(lambda _: self._warming.pop(spec, None))
         return ready
 
     async def _warm(self, spec: str, ready: asyncio.Future[None]) -> None:
@@ -117,6 +121,7 @@ class Worker:
         from agent_ls.ports.model import ModelError
 
         self._streamed = True
+        self._stop_rehearsals()
         try:
             await self.warm(spec)  # not the adapter's own in-process warm-up
             async for event in self._model(spec).stream(request):
@@ -132,6 +137,14 @@ class Worker:
         finally:
             self._streams.pop(sid, None)
         self.send(("done", sid))
+
+    def _stop_rehearsals(self) -> None:
+        """A real stream needs the CPU now: canned streams still running stop where they
+        are (what they built stays built; the stream builds the rest)."""
+        for spec, task in list(self._warming.items()):
+            ready = self._ready.get(spec)
+            if ready is not None and ready.done():  # imported: what runs is the rehearsal
+                task.cancel()
 
     def handle(self, message: tuple[Any, ...]) -> None:
         kind = message[0]
