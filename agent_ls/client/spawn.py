@@ -4,8 +4,8 @@
 its own (forked from its interpreter where :func:`agent_ls.forking.can_fork`): they run on the
 other core while the client imports, the worker loads the model SDK, and (``serve
 --preload``) the server imports the agent core at once instead of after ``initialized``. Light
-imports only (the standard library, ``models.remote`` and, to fork it, the worker's module):
-this module runs before anything heavy is loaded.
+imports only (the standard library and ``models.remote``; a forked worker imports its own
+module): this module runs before anything heavy is loaded.
 """
 
 from __future__ import annotations

@@ -99,6 +99,8 @@ def lower_priority(pid: int) -> None:
     cores to the editor and to this server when those want them, and have them all
     otherwise. Linux keeps a nice value per thread: the main thread first, so threads it
     starts from now on inherit it, then those it started already. Best effort."""
+    if not hasattr(os, "setpriority"):  # Windows
+        return
     with contextlib.suppress(OSError):
         os.setpriority(os.PRIO_PROCESS, pid, RG_NICENESS)
         for tid in os.listdir(f"/proc/{pid}/task"):
