@@ -297,8 +297,7 @@ def test_run_hands_its_early_worker_to_the_server(
     servers = [pid for pid, cmd in direct.items() if is_server(cmd)]
     assert len(servers) == 1, direct
     if fork == "0":
-        # It rehearses while the server starts, and stops when the real stream arrives.
-        assert "--no-rehearsal" not in tree[workers[0]]
+        assert "--no-rehearsal" in tree[workers[0]]  # the ask follows at once
     assert workers[0] in direct, "the run's worker is the client's child, not the server's"
     for pid in workers:
         assert _wait_gone(pid), "the worker outlived the run"

@@ -50,7 +50,8 @@ class Worker:
 
     def __init__(self, out: BinaryIO, *, rehearse: bool = True) -> None:
         """``rehearse``: after a warm-up, stream once in memory unless a real stream started
-        (a real stream that starts stops it)."""
+        (one that starts stops it; off for a worker whose first stream is on its way:
+        ``agent-ls run``'s)."""
         self._out = out
         self._rehearse = rehearse
         self._models: dict[str, Any] = {}
