@@ -380,3 +380,35 @@ async def test_a_first_run_takes_the_project_context_read_early_and_later_runs_k
     failed.set_exception(OSError("git vanished"))
     other = await service.subagent_catalog("s2", root, failed)
     assert other.context == read  # read again, as without an early read
+
+
+async def test_an_early_context_read_that_fails_untaken_is_not_logged_as_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A run that ends before its catalog (a model error, a cancel) leaves the read untaken.
+    import gc
+
+    from agent_ls.agent import prompt
+    from agent_ls.agent.service import AgentService
+    from agent_ls.agent.session import Session
+    from agent_ls.settings import Settings
+    from agent_ls.workspace import Workspace
+
+    def broken(root: Path) -> Any:
+        raise OSError("the disk went away")
+
+    monkeypatch.setattr(prompt, "project_context", broken)
+    lost: list[dict[str, Any]] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, context: lost.append(context))
+    try:
+        service = AgentService(lambda: Settings(model="script:none.json"))
+        early = service.read_context_early(Session("s1"), Workspace([tmp_path]))
+        assert early is not None
+        await asyncio.wait([early])
+        del early
+        gc.collect()
+        await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(None)
+    assert lost == []

@@ -275,13 +275,14 @@ class AcpAgent:
 
         port = AcpEditorPort(self.link, session.id, self.settings)
         try:
+            workspace = Workspace(state.roots, reader=port.read_text)
+            early = self.service.read_context_early(session, workspace)
             await self.service.wait_warm(port)
             try:
                 self.service.model()
             except Exception as exc:  # the model setting names no usable provider
                 return RunResult(session.id, "error", "", error=str(exc))
-            workspace = Workspace(state.roots, reader=port.read_text)
-            loop: AgentLoop = await self.service.loop_for(session, workspace, port)
+            loop: AgentLoop = await self.service.loop_for(session, workspace, port, early)
             if compact:
                 if not session.history:
                     return RunResult(session.id, "end_turn", "")

@@ -225,7 +225,11 @@ class AgentService:
 
         if session.id in self.catalogs:
             return None
-        return asyncio.ensure_future(asyncio.to_thread(project_context, workspace.root))
+        read = asyncio.ensure_future(asyncio.to_thread(project_context, workspace.root))
+        # A run that ends before its catalog (an error, a cancel) leaves it untaken: a failed
+        # read is then nobody's to report, and never logged as an unretrieved exception.
+        read.add_done_callback(lambda done: done.cancelled() or done.exception())
+        return read
 
     async def loop_for(
         self,

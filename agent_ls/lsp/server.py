@@ -35,7 +35,6 @@ from agent_ls import __version__
 
 if TYPE_CHECKING:
     from agent_ls.agent.loop import AgentLoop, RunResult
-    from agent_ls.agent.prompt import ProjectContext
     from agent_ls.agent.service import ActiveRun
     from agent_ls.agent.session import Session
     from agent_ls.lsp.protocol import (
@@ -847,7 +846,6 @@ async def _run_body(
 
     result = RunResult(session.id, "cancelled", "")
     port: LspEditorPort | None = None
-    context: asyncio.Future[ProjectContext] | None = None
     try:
         context = ls.service.read_context_early(session, ls.agent_workspace())
         run.token = await _begin_progress(ls, title, message)
@@ -867,8 +865,6 @@ async def _run_body(
         result = RunResult(session.id, "cancelled", "")
         return result
     finally:
-        if context is not None and not context.cancel() and not context.cancelled():
-            context.exception()  # done, maybe failed, maybe never taken (an early return)
         if port is not None:
             port.flush()
         _end_progress(ls, run.token, _summary(result))
