@@ -14,7 +14,9 @@ three scripted turns (read ``calc.py``, fix it, answer) for both sides:
 Per round and side: spawn → the first agent-loop request at the fake API ("first request"),
 spawn → process gone ("whole task"), the last byte on stdout → gone ("exit"), the bytes
 of the agent-loop requests and the CPU time of all the side's processes ("CPU ms", user +
-system, which a loaded machine changes far less than the wall-clock rows). The edit must
+system, which a loaded machine changes far less than the wall-clock rows), also up to the
+first request ("CPU ms to first request", from ``/proc`` when the fake records it; for
+agent-ls split into its server and model worker too). The edit must
 have landed or the round fails.
 
 Language servers (raw JSON-RPC client, ``bench/client.py``): spawn → ``initialize`` response
@@ -66,7 +68,11 @@ class Fake(FakeProcess):
 
     def since(self, t0: float) -> list[dict[str, Any]]:
         with self._cond:
-            return [x for x in self.records if x["t"] >= t0]
+            return self.since_locked(t0)
+
+    def since_locked(self, t0: float) -> list[dict[str, Any]]:
+        """:meth:`since`, the condition held already."""
+        return [x for x in self.records if x["t"] >= t0]
 
 
 def _base_env() -> dict[str, str]:
@@ -121,10 +127,57 @@ def _reap_orphans(keep: set[int], timeout: float = 10.0) -> None:
             os.waitpid(pid, 0)
 
 
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _tree_cpu(root_pid: int) -> dict[str, float]:
+    """CPU seconds so far of ``root_pid`` and its descendants (with the children they
+    reaped), by process name (``/proc/PID/comm``: agent-ls names its forked server and
+    worker)."""
+    by_name: dict[str, float] = {}
+    todo = [root_pid]
+    while todo:
+        pid = todo.pop()
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            name = Path(f"/proc/{pid}/comm").read_text().strip()
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                todo.extend(int(c) for c in (task / "children").read_text().split())
+        except OSError:  # gone meanwhile
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        ticks = sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+        by_name[name] = by_name.get(name, 0.0) + ticks / _TICK
+    return by_name
+
+
+def _cpu_at_first_request(
+    fake: Fake, t0: float, pid: int, out: dict[str, dict[str, float]]
+) -> threading.Thread:
+    """Sample :func:`_tree_cpu` of ``pid`` the moment the fake records the first agent-loop
+    request since ``t0`` (a few ms late at worst): what each process spent before it."""
+
+    def watch() -> None:
+        deadline = time.monotonic() + 60
+        with fake._cond:
+            while not any(x["main"] for x in fake.since_locked(t0)):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                fake._cond.wait(left)
+        out["cpu"] = _tree_cpu(pid)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
 def _headless(argv: list[str], root: Path, env: dict[str, str], fake: Fake) -> dict[str, float]:
     cpu0 = _children_cpu()
     t0 = now()
     proc = subprocess.Popen(argv, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    at_first: dict[str, dict[str, float]] = {}
+    watcher = _cpu_at_first_request(fake, t0, proc.pid, at_first)
     assert proc.stdout is not None and proc.stderr is not None
     err: list[bytes] = []
     reader = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)  # type: ignore[union-attr]
@@ -137,6 +190,7 @@ def _headless(argv: list[str], root: Path, env: dict[str, str], fake: Fake) -> d
     proc.wait(timeout=120)
     gone = now()
     reader.join(timeout=5)
+    watcher.join(timeout=5)
     _reap_orphans({fake.proc.pid})
     text = (root / FILE).read_text(encoding="utf-8")
     if proc.returncode != 0 or NEW not in text:
@@ -146,14 +200,21 @@ def _headless(argv: list[str], root: Path, env: dict[str, str], fake: Fake) -> d
     main = [x for x in fake.since(t0) if x["main"]]
     if len(main) < 3:
         raise RuntimeError(f"{argv[0]}: {len(main)} agent-loop requests, expected 3")
-    return {
+    cpu = at_first.get("cpu", {})
+    result = {
         "first request": (main[0]["t"] - t0) * 1000,
         "whole task": (gone - t0) * 1000,
         "exit": (gone - last) * 1000,
         "request KB": sum(x["bytes"] for x in main) / 1024,
         # Every process of the side, reaped (the server by the client): robust to load.
         "CPU ms": (_children_cpu() - cpu0) * 1000,
+        # The same, up to the first request: less noisy than its wall time.
+        "CPU ms to first request": sum(cpu.values()) * 1000,
     }
+    for name, key in (("agent-ls serve", "server"), ("agent-ls worker", "worker")):
+        if name in cpu:  # agent-ls's forked processes: where the first request's CPU goes
+            result[f"{key} CPU ms to first request"] = cpu[name] * 1000
+    return result
 
 
 def agent_ls_run(work: Path, fake: Fake, checkout: Path | None = None) -> dict[str, float]:
@@ -275,9 +336,9 @@ def report(title: str, names: tuple[str, str], runs: dict[str, list[dict[str, fl
     ours, theirs = names
     metrics = list(runs[ours][0]) if runs[ours] else []
     rows = [f"### {title}", "", f"| metric | {ours} | {theirs} | ratio |", "|---|---|---|---|"]
-    for m in metrics:
-        a = [r[m] for r in runs[ours]]
-        b = [r[m] for r in runs[theirs]]
+    for m in metrics:  # a metric only one side has gets "-" on the other
+        a = [r[m] for r in runs[ours] if m in r]
+        b = [r[m] for r in runs[theirs] if m in r]
         rows.append(f"| {m} | {_cell(a)} | {_cell(b)} | {_ratio(a, b)} |")
     return "\n".join(rows) + "\n"
 
