@@ -387,20 +387,11 @@ async def test_a_large_request_crosses_the_pipe_whole(api: FakeAPI, worker: Mode
     assert text == big
 
 
-async def test_the_worker_says_warmed_before_it_rehearses_if_it_does() -> None:
-    # The rehearsal's first steps block its loop (imports, first-time model building): the
-    # server, waiting to stream, must hear "warmed" the moment the SDK is loaded, not after.
-    import io
-
-    from agent_ls.models.frames import decode
+def _model_without_sdk() -> type[Any]:
+    """An SDK model whose SDK imports and client cost nothing: the worker's warm-up at once."""
     from agent_ls.models.sdk import SdkModel
-    from agent_ls.models.worker import Worker
 
-    out = io.BytesIO()
-    sent_before_rehearsal: list[tuple[object, ...]] = []
-
-    class Slow(SdkModel[Any]):
-        provider = "slow"
+    class WithoutSdk(SdkModel[Any]):
         default_context_window = 1000
 
         def prepare_sdk(self) -> None:
@@ -411,6 +402,23 @@ async def test_the_worker_says_warmed_before_it_rehearses_if_it_does() -> None:
 
         def _make_client(self) -> Any:
             return object()
+
+    return WithoutSdk
+
+
+async def test_the_worker_says_warmed_before_it_rehearses_if_it_does() -> None:
+    # The rehearsal's first steps block its loop (imports, first-time model building): the
+    # server, waiting to stream, must hear "warmed" the moment the SDK is loaded, not after.
+    import io
+
+    from agent_ls.models.frames import decode
+    from agent_ls.models.worker import Worker
+
+    out = io.BytesIO()
+    sent_before_rehearsal: list[tuple[object, ...]] = []
+
+    class Slow(_model_without_sdk()):
+        provider = "slow"
 
         async def rehearse(self) -> None:
             sent_before_rehearsal.extend(frames(out.getvalue()))
@@ -463,23 +471,12 @@ async def test_a_real_stream_stops_the_rehearsal_it_would_wait_behind() -> None:
     # stops where it is instead of running its course first.
     import io
 
-    from agent_ls.models.sdk import SdkModel
     from agent_ls.models.worker import Worker
 
     rehearsal: list[str] = []
 
-    class Rehearsing(SdkModel[Any]):
+    class Rehearsing(_model_without_sdk()):
         provider = "rehearsing"
-        default_context_window = 1000
-
-        def prepare_sdk(self) -> None:
-            pass
-
-        def import_sdk(self) -> None:
-            pass
-
-        def _make_client(self) -> Any:
-            return object()
 
         async def rehearse(self) -> None:
             rehearsal.append("started")
