@@ -5,9 +5,21 @@ from __future__ import annotations
 from agent_ls.ports.messages import Usage
 
 # USD per million tokens: input, output, cache read, cache write (5-minute TTL).
+# Claude Haiku 5.5 bills prompts over 100K tokens at five times these rates (not modelled here:
+# a `prices` setting can say otherwise); Fable's cache rates are the usual 0.1x and 1.25x.
 PRICES: dict[str, tuple[float, float, float, float]] = {
+    "claude-fable-5": (10.0, 50.0, 1.0, 12.5),
+    "claude-fable-5-2": (8.0, 40.0, 0.8, 10.0),
+    "claude-opus-5": (5.0, 25.0, 0.5, 6.25),
+    "claude-opus-5-5": (4.0, 20.0, 0.2, 5.0),
+    "claude-sonnet-5": (2.0, 10.0, 0.2, 2.5),
+    "claude-sonnet-5-5": (2.0, 10.0, 0.1, 2.5),
+    "claude-haiku-5-5": (0.1, 0.5, 0.01, 0.125),
     "claude-opus-4": (15.0, 75.0, 1.5, 18.75),
     "claude-opus-4-5": (5.0, 25.0, 0.5, 6.25),
+    "claude-opus-4-6": (5.0, 25.0, 0.5, 6.25),
+    "claude-opus-4-7": (5.0, 25.0, 0.5, 6.25),
+    "claude-opus-4-8": (5.0, 25.0, 0.5, 6.25),
     "claude-sonnet-4": (3.0, 15.0, 0.3, 3.75),
     "claude-haiku-4": (1.0, 5.0, 0.1, 1.25),
     "claude-3-5-haiku": (0.8, 4.0, 0.08, 1.0),

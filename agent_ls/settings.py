@@ -41,7 +41,8 @@ class Settings(BaseModel):
     subagent_timeout_ms: int = Field(
         default=600_000, alias="subagentTimeoutMs", ge=100, le=86_400_000
     )
-    max_tokens: int = Field(default=8192, alias="maxTokens", ge=256, le=128_000)
+    # None: the model's default (8192; 32,000 for models that always think)
+    max_tokens: int | None = Field(default=None, alias="maxTokens", ge=256, le=128_000)
     shell_timeout_ms: int = Field(default=120_000, alias="shellTimeoutMs", ge=1000, le=600_000)
     client_request_timeout: float = Field(default=5.0, alias="clientRequestTimeout", gt=0, le=600)
     edit_confirm_timeout: float = Field(default=600.0, alias="editConfirmTimeout", gt=0)

@@ -34,7 +34,7 @@ from bench.table import Row, Target
 
 NAME = "acp"
 AGENT_LS_ACP = [PY, "-m", "agent_ls", "acp"]
-MODEL = "anthropic:claude-sonnet-4-5"
+MODEL = "anthropic:claude-sonnet-5-5"
 WARM_DELAY = 2.0
 TURN = {
     "text": [f"word{i} " for i in range(12)],

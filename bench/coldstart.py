@@ -86,7 +86,7 @@ def import_check(config: Config, root: Path) -> tuple[list[ImportLine], list[Imp
             cwd=root,
             env=server_env(
                 config,
-                AGENT_LS_MODEL="anthropic:claude-sonnet-4-5",
+                AGENT_LS_MODEL="anthropic:claude-sonnet-5-5",
                 ANTHROPIC_API_KEY="x",
                 ANTHROPIC_BASE_URL="http://127.0.0.1:9",
             ),

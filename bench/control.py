@@ -36,7 +36,7 @@ from bench.servers import (
 from bench.stats import pct, rotated, summarize
 from bench.table import Row, Target
 
-SDK_MODEL = "anthropic:claude-sonnet-4-5"
+SDK_MODEL = "anthropic:claude-sonnet-5-5"
 FIRST_MS = 40  # issue 19: answered within 40 ms even while the warm-up runs
 
 NAME = "control"

@@ -38,7 +38,7 @@ def _one(config: Config, argv: list[str], agent: bool) -> float:
     root = small_workspace(config)
     env = server_env(
         config,
-        AGENT_LS_MODEL="anthropic:claude-sonnet-4-5",
+        AGENT_LS_MODEL="anthropic:claude-sonnet-5-5",
         ANTHROPIC_API_KEY="x",
         ANTHROPIC_BASE_URL="http://127.0.0.1:9",
     )

@@ -25,7 +25,7 @@ from bench.stats import rotated, summarize
 from bench.table import Row, Target
 
 NAME = "first_answer"
-MODEL = "anthropic:claude-sonnet-4-5"
+MODEL = "anthropic:claude-sonnet-5-5"
 WARM_DELAY = 2.0
 STARTING = "starting model client"
 TURN = {

@@ -7,7 +7,7 @@ server from npm).
 Headless task, same fake Anthropic API (``bench/peerfake.py``, its own process) and the same
 three scripted turns (read ``calc.py``, fix it, answer) for both sides:
 
-- ``agent-ls run --yes --json -q PROMPT`` with ``anthropic:claude-sonnet-4-5``;
+- ``agent-ls run --yes --json -q PROMPT`` with ``anthropic:claude-sonnet-5-5``;
 - ``claude -p PROMPT --permission-mode acceptEdits --allowedTools Read,Edit --output-format json``
   (a fresh ``HOME`` each round, non-essential traffic off).
 
@@ -224,7 +224,7 @@ def agent_ls_run(work: Path, fake: Fake, checkout: Path | None = None) -> dict[s
         env["PYTHONPATH"] = str(checkout)
     env.update(
         AGENT_LS_DATA_DIR=str(work / "agent-ls-data"),
-        AGENT_LS_MODEL="anthropic:claude-sonnet-4-5",
+        AGENT_LS_MODEL="anthropic:claude-sonnet-5-5",
         ANTHROPIC_API_KEY="bench",
         ANTHROPIC_BASE_URL=fake.url,
     )
@@ -302,7 +302,7 @@ def agent_ls_serve(work: Path) -> dict[str, float]:
     env = _base_env()
     env.update(
         AGENT_LS_DATA_DIR=str(work / "agent-ls-data"),
-        AGENT_LS_MODEL="anthropic:claude-sonnet-4-5",
+        AGENT_LS_MODEL="anthropic:claude-sonnet-5-5",
         ANTHROPIC_API_KEY="bench",
         ANTHROPIC_BASE_URL="http://127.0.0.1:9",
     )

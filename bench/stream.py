@@ -28,7 +28,7 @@ from bench.stats import rotated, summarize
 from bench.table import Row, Target
 
 NAME = "stream"
-MODEL = "anthropic:claude-sonnet-4-5"
+MODEL = "anthropic:claude-sonnet-5-5"
 SLOW = 0.02
 FAST = 0.001
 

@@ -106,7 +106,7 @@ def sdk_model(api: FakeAPI) -> Timed:
     os.environ["ANTHROPIC_API_KEY"] = "bench-key"
     from agent_ls.models import load_model
 
-    return Timed(load_model("anthropic:claude-sonnet-4-5"))
+    return Timed(load_model("anthropic:claude-sonnet-5-5"))
 
 
 def parent_loop(

@@ -166,7 +166,7 @@ def test_the_real_sdk_against_the_fake_api(
     )
     env = acpx_env(
         tmp_path,
-        AGENT_LS_MODEL="anthropic:claude-sonnet-4-5",
+        AGENT_LS_MODEL="anthropic:claude-sonnet-5-5",
         ANTHROPIC_BASE_URL=api.url,
         ANTHROPIC_API_KEY="test-key",
     )

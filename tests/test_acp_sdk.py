@@ -27,7 +27,7 @@ def api() -> Iterator[Any]:
 def sdk_env(tmp_path: Path, api: Any) -> dict[str, str]:
     return agent_env(
         tmp_path / "data",
-        AGENT_LS_MODEL="anthropic:claude-sonnet-4-5",
+        AGENT_LS_MODEL="anthropic:claude-sonnet-5-5",
         ANTHROPIC_BASE_URL=api.url,
         ANTHROPIC_API_KEY="test-key",
     )

@@ -63,7 +63,7 @@ def test_run_with_a_checker_tells_the_model_what_an_edit_broke(workspace: Path, 
     )
     env = {
         **os.environ,
-        "AGENT_LS_MODEL": "anthropic:claude-sonnet-4-5",
+        "AGENT_LS_MODEL": "anthropic:claude-sonnet-5-5",
         "ANTHROPIC_BASE_URL": api.url,
         "ANTHROPIC_API_KEY": "test-key",
     }

@@ -26,7 +26,7 @@ def api() -> Iterator[Any]:
 
 def env_for(api: Any, config_dir: Path) -> dict[str, str]:
     return {
-        "AGENT_LS_MODEL": "anthropic:claude-sonnet-4-5",
+        "AGENT_LS_MODEL": "anthropic:claude-sonnet-5-5",
         "ANTHROPIC_BASE_URL": api.url,
         "ANTHROPIC_API_KEY": "test-key",
         "AGENT_LS_CONFIG_DIR": str(config_dir),

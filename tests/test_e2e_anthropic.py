@@ -23,7 +23,7 @@ def api() -> Iterator[Any]:
 
 def env_for(api: Any) -> dict[str, str]:
     return {
-        "AGENT_LS_MODEL": "anthropic:claude-sonnet-4-5",
+        "AGENT_LS_MODEL": "anthropic:claude-sonnet-5-5",
         "ANTHROPIC_BASE_URL": api.url,
         "ANTHROPIC_API_KEY": "test-key",
     }
@@ -101,12 +101,13 @@ async def test_usage_and_cost_are_summed(workspace: Path, api: Any) -> None:
         "cachedReadTokens": 1000,
         "cachedWriteTokens": 1000,
     }
-    # claude-sonnet-4: $3 in, $15 out, $0.30 cache read, $3.75 cache write per million.
-    expected = (120 * 3 + 15 * 15 + 1000 * 0.3 + 1000 * 3.75) / 1e6
+    # claude-sonnet-5-5 (its model page and migration guide): $2 in, $10 out, $0.10 cache read,
+    # $2.50 cache write (5 minutes) per million.
+    expected = (120 * 2 + 15 * 10 + 1000 * 0.1 + 1000 * 2.5) / 1e6
     assert result["costUsd"] == pytest.approx(expected, abs=1e-6)
     assert status["usage"] == result["usage"]
     usage_updates = ed.of_kind("usage_update")
-    assert len(usage_updates) == 2 and usage_updates[-1]["size"] == 200_000
+    assert len(usage_updates) == 2 and usage_updates[-1]["size"] == 1_000_000  # Sonnet 5.5: 1M
 
 
 async def test_transient_faults_are_retried_without_trace(workspace: Path, api: Any) -> None:

@@ -40,7 +40,7 @@ def config_dir(tmp_path: Path) -> Path:
 
 def api_env(api: Any, config_dir: Path) -> dict[str, str]:
     return {
-        "AGENT_LS_MODEL": "anthropic:claude-sonnet-4-5",
+        "AGENT_LS_MODEL": "anthropic:claude-sonnet-5-5",
         "ANTHROPIC_BASE_URL": api.url,
         "ANTHROPIC_API_KEY": "test-key",
         "AGENT_LS_CONFIG_DIR": str(config_dir),

@@ -25,7 +25,7 @@ def api_env(api: Any, tmp_path: Path) -> dict[str, str]:
     config = tmp_path / "config"
     config.mkdir(exist_ok=True)
     return {
-        "AGENT_LS_MODEL": "anthropic:claude-sonnet-4-5",
+        "AGENT_LS_MODEL": "anthropic:claude-sonnet-5-5",
         "ANTHROPIC_BASE_URL": api.url,
         "ANTHROPIC_API_KEY": "test-key",
         "AGENT_LS_CONFIG_DIR": str(config),

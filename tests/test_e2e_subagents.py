@@ -26,7 +26,7 @@ def api() -> Iterator[Any]:
 
 def env_for(api: Any) -> dict[str, str]:
     return {
-        "AGENT_LS_MODEL": "anthropic:claude-sonnet-4-5",
+        "AGENT_LS_MODEL": "anthropic:claude-sonnet-5-5",
         "ANTHROPIC_BASE_URL": api.url,
         "ANTHROPIC_API_KEY": "test-key",
     }
@@ -142,7 +142,8 @@ async def test_child_has_a_fresh_history_and_streams_under_its_task(
     assert len(usage) == 4
     assert sum(1 for u in usage if parent_of(u) == "toolu_t1") == 2
     assert result["usage"]["inputTokens"] == 40 and result["usage"]["outputTokens"] == 20
-    assert result["costUsd"] == pytest.approx((40 * 3 + 20 * 15) / 1e6, abs=1e-9)
+    # claude-sonnet-5-5: $2 in, $10 out per million (its model page)
+    assert result["costUsd"] == pytest.approx((40 * 2 + 20 * 10) / 1e6, abs=1e-9)
 
     # The child's transcript is saved beside the session's.
     children = list((sessions_dir() / session_id / "agents").glob("*.jsonl"))

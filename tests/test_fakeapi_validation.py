@@ -208,3 +208,60 @@ def test_a_reused_connection_gets_its_stream_without_a_delayed_ack_stall() -> No
             took.append(time.monotonic() - started)
         conn.close()
     assert statistics.median(took[1:]) < 0.025, took
+
+
+@pytest.mark.parametrize(
+    ("model", "thinking"),
+    [
+        ("claude-sonnet-5-5", {"type": "enabled", "budget_tokens": 2048}),
+        ("claude-sonnet-5-5", {"type": "disabled"}),
+        ("claude-opus-5-5", {"type": "disabled"}),
+        ("claude-haiku-5-5", {"type": "enabled", "budget_tokens": 2048}),
+        ("claude-fable-5-2", {"type": "enabled", "budget_tokens": 2048}),
+        ("claude-haiku-4-5", {"type": "adaptive"}),
+        ("claude-opus-5-5", {"type": "adaptive", "display": "everything"}),
+    ],
+)
+def test_anthropic_refuses_thinking_a_model_does_not_take(
+    api: FakeAPI, model: str, thinking: dict[str, Any]
+) -> None:
+    client = anthropic.Anthropic(base_url=api.url, api_key="k", max_retries=0)
+    body = {**valid(), "model": model, "max_tokens": 4096, "thinking": thinking}
+    with pytest.raises(anthropic.BadRequestError):
+        client.messages.create(**body)
+    assert len(api.rejections) == 1
+
+
+@pytest.mark.parametrize(
+    ("model", "thinking"),
+    [
+        ("claude-sonnet-5-5", {"type": "adaptive", "display": "summarized"}),
+        ("claude-sonnet-5-5", {"type": "between_tools"}),
+        ("claude-sonnet-5", {"type": "disabled"}),
+        ("claude-opus-4-6", {"type": "adaptive"}),
+        ("claude-haiku-4-5", {"type": "enabled", "budget_tokens": 2048}),
+    ],
+)
+def test_anthropic_takes_the_thinking_each_model_takes(
+    api: FakeAPI, model: str, thinking: dict[str, Any]
+) -> None:
+    api.enqueue(Turn(text="fine"))
+    client = anthropic.Anthropic(base_url=api.url, api_key="k", max_retries=0)
+    body = {**valid(), "model": model, "max_tokens": 4096, "thinking": thinking}
+    assert client.messages.create(**body).content[0].text == "fine"  # type: ignore[union-attr]
+    assert api.rejections == []
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # the SDK warns of sonnet 4.5
+@pytest.mark.parametrize(
+    "model", ["claude-sonnet-4-5", "claude-opus-4-1", "claude-3-5-haiku-20241022"]
+)
+def test_anthropic_answers_a_retired_model_404(api: FakeAPI, model: str) -> None:
+    api.enqueue(Turn(text="only for a live model"))
+    client = anthropic.Anthropic(base_url=api.url, api_key="k", max_retries=0)
+    with pytest.raises(anthropic.NotFoundError) as caught:
+        client.messages.create(**{**valid(), "model": model})
+    body = caught.value.body
+    assert isinstance(body, dict) and body["error"]["type"] == "not_found_error"
+    assert model in body["error"]["message"]
+    assert api.pending == 1

@@ -36,7 +36,7 @@ from agent_ls.ports.model import (
 from tests.editor_sim import editor
 from tests.fakeapi import FakeAPI, Turn, TurnUsage
 
-SPEC = "anthropic:claude-sonnet-4-5"
+SPEC = "anthropic:claude-sonnet-5-5"
 REQUEST = ModelRequest(system="s", tools=[], messages=[Message("user", [TextBlock("hi")])])
 
 
@@ -60,7 +60,7 @@ async def worker(api: FakeAPI) -> AsyncIterator[ModelWorker]:
 
 
 def remote_model(worker: ModelWorker) -> RemoteModel:
-    return RemoteModel(AnthropicModel("claude-sonnet-4-5"), lambda: worker)
+    return RemoteModel(AnthropicModel("claude-sonnet-5-5"), lambda: worker)
 
 
 async def collect(model: RemoteModel, request: ModelRequest = REQUEST) -> list[ModelEvent]:
@@ -129,7 +129,7 @@ async def test_a_whole_turn_crosses_the_pipe(api: FakeAPI, worker: ModelWorker) 
     assert (done.usage.input_tokens, done.usage.output_tokens) == (12, 7)
     tool = [b for b in done.message.content if isinstance(b, ToolUseBlock)]
     assert tool[0].input == {"file_path": "a.py"}
-    assert api.requests[0].body["model"] == "claude-sonnet-4-5"
+    assert api.requests[0].body["model"] == "claude-sonnet-5-5"
 
 
 async def test_streams_share_the_worker(api: FakeAPI, worker: ModelWorker) -> None:

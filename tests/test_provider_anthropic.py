@@ -458,3 +458,80 @@ async def test_cancel_mid_stream_returns_promptly_and_closes_the_connection(
     assert time.perf_counter() - started < 0.2
     assert not any(isinstance(e, TurnComplete) for e in seen)
     assert await asyncio.to_thread(api.wait_disconnect, 1, 3.0), "server kept streaming"
+
+
+# --- the model lineup: what each family is sent ----------------------------------------
+
+
+async def sent_for(api: FakeAPI, name: str, thinking_budget: int | None) -> dict[str, Any]:
+    """The body the fake received for one turn of ``name``, the fake having accepted it."""
+    model = AnthropicModel(name, base_url=api.url, api_key="test-key")
+    api.enqueue(Turn(thinking="Let me think.", text="Done."))
+    try:
+        req = request(user("hi"))
+        req.thinking_budget = thinking_budget
+        events = await collect(model, req)
+    finally:
+        await model.aclose()
+    assert final(events).message.text() == "Done."
+    body = api.requests[-1].body
+    assert isinstance(body, dict)
+    return body
+
+
+@pytest.mark.parametrize("budget", [None, 4096])
+@pytest.mark.parametrize("name", ["claude-sonnet-5-5", "claude-opus-5-5", "claude-haiku-5-5"])
+async def test_claude_5_models_think_adaptively_and_show_it(
+    api: FakeAPI, name: str, budget: int | None
+) -> None:
+    """They refuse a thinking budget (400), and omit their thinking, which now carries the
+    notes they write between tool calls, unless asked to show it."""
+    body = await sent_for(api, name, budget)
+    assert body["thinking"] == {"type": "adaptive", "display": "summarized"}
+    assert body["max_tokens"] >= 32_000  # thinking counts toward max_tokens
+
+
+@pytest.mark.parametrize("name", ["claude-opus-4-8", "claude-sonnet-4-6"])
+async def test_claude_4_6_to_4_8_think_adaptively_only_when_asked(api: FakeAPI, name: str) -> None:
+    assert "thinking" not in await sent_for(api, name, None)
+    assert (await sent_for(api, name, 4096))["thinking"]["type"] == "adaptive"
+
+
+@pytest.mark.parametrize("name", ["claude-haiku-4-5", MODEL])
+async def test_earlier_and_unknown_models_take_a_budget(api: FakeAPI, name: str) -> None:
+    assert "thinking" not in await sent_for(api, name, None)
+    body = await sent_for(api, name, 4096)
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 4096}
+    assert body["max_tokens"] == 8192
+
+
+async def test_a_max_tokens_setting_is_sent_as_set(api: FakeAPI) -> None:
+    model = AnthropicModel("claude-sonnet-5-5", base_url=api.url, api_key="test-key")
+    api.enqueue(Turn(text="ok"))
+    try:
+        await collect(model, ModelRequest(system=SYSTEM, tools=[], messages=[user("hi")],
+                                          max_tokens=2000))
+    finally:
+        await model.aclose()
+    assert api.requests[-1].body["max_tokens"] == 2000
+
+
+def test_context_window_follows_the_model() -> None:
+    assert AnthropicModel("claude-sonnet-5-5").context_window == 1_000_000
+    assert AnthropicModel("claude-haiku-4-5").context_window == 200_000
+    assert AnthropicModel("claude-sonnet-5-5", context_window=50_000).context_window == 50_000
+
+
+def test_the_default_model_and_aliases_are_models_the_sdk_does_not_retire() -> None:
+    """The SDK's own deprecation table (dates of end of life) is the reference."""
+    from anthropic._data import DEPRECATED_MODELS
+
+    from agent_ls import DEFAULT_MODEL
+    from agent_ls.agent.subagents import MODEL_ALIASES
+    from tests.fakeapi.validate import retired_model
+
+    provider, name = DEFAULT_MODEL.split(":", 1)
+    assert provider == "anthropic"
+    for model in (name, *MODEL_ALIASES.values()):
+        assert model not in DEPRECATED_MODELS, model
+        assert retired_model({"model": model}) is None, model

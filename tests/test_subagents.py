@@ -111,10 +111,10 @@ def test_where_definitions_come_from_and_which_wins(
 
 
 def test_model_names() -> None:
-    session = "anthropic:claude-sonnet-4-5"
+    session = "anthropic:claude-sonnet-5-5"
     assert child_model_spec(None, session) is None
     assert child_model_spec("inherit", session) is None
-    assert child_model_spec("haiku", session) == "anthropic:claude-haiku-4-5"
+    assert child_model_spec("haiku", session) == "anthropic:claude-haiku-5-5"
     assert child_model_spec("haiku", "openai:gpt-5") is None  # an alias of another provider
     assert child_model_spec("gpt-5-mini", "openai:gpt-5") == "openai:gpt-5-mini"
     assert child_model_spec("openai:gpt-5", session) == "openai:gpt-5"

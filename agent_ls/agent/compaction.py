@@ -10,8 +10,6 @@ from agent_ls.agent.session import Session
 from agent_ls.ports.messages import Message, TextBlock, Usage
 from agent_ls.ports.model import Model, ModelError, ModelRequest, TurnComplete
 
-SUMMARY_MAX_TOKENS = 4096
-
 
 def needs_compaction(session: Session, model: Model, threshold: float) -> bool:
     """True when the last request filled ``threshold`` of the model's context window."""
@@ -33,7 +31,6 @@ async def compact(session: Session, model: Model, system_prompt: str) -> Usage:
         system=system_prompt,
         tools=[],
         messages=[*history, Message("user", [TextBlock(prompts.load("compact.md"))])],
-        max_tokens=SUMMARY_MAX_TOKENS,
     )
     complete: TurnComplete | None = None
     async for event in model.stream(request):

@@ -78,9 +78,9 @@ CLAUDE_TOOL_NAMES = {
 }
 NO_CHILD_TOOLS = {"task", "Task", "Agent"}  # depth 1
 MODEL_ALIASES = {  # Claude Code's aliases, for an Anthropic session
-    "sonnet": "claude-sonnet-4-5",
-    "opus": "claude-opus-4-1",
-    "haiku": "claude-haiku-4-5",
+    "sonnet": "claude-sonnet-5-5",
+    "opus": "claude-opus-5-5",
+    "haiku": "claude-haiku-5-5",
 }
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 

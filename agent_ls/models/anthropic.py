@@ -17,6 +17,7 @@ import os
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from agent_ls.models.claude_models import claude_traits
 from agent_ls.models.errors import ANTHROPIC
 from agent_ls.models.sdk import (
     Once,
@@ -63,6 +64,22 @@ class AnthropicModel(SdkModel["anthropic.AsyncAnthropic"]):
     provider = "anthropic"
     default_context_window = DEFAULT_CONTEXT_WINDOW
 
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        context_window: int | None = None,
+    ) -> None:
+        self._traits = claude_traits(model)
+        super().__init__(
+            model,
+            api_key=api_key,
+            base_url=base_url,
+            context_window=context_window or self._traits.context_window,
+        )
+
     def _key(self) -> str | None:
         """The API key to pass the SDK; raises if no credential is configured at all."""
         key = self._api_key or os.environ.get("ANTHROPIC_API_KEY")
@@ -93,9 +110,10 @@ class AnthropicModel(SdkModel["anthropic.AsyncAnthropic"]):
 
     def request_params(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments of ``messages.stream`` for ``request``, cache breakpoints set."""
+        max_tokens = request.max_tokens or self._traits.max_tokens
         params: dict[str, Any] = {
             "model": self._model,
-            "max_tokens": request.max_tokens,
+            "max_tokens": max_tokens,
             "messages": messages_to_wire(request.messages),
         }
         if request.system:
@@ -107,9 +125,14 @@ class AnthropicModel(SdkModel["anthropic.AsyncAnthropic"]):
             ]
             tools[-1]["cache_control"] = _cache()
             params["tools"] = tools
+        thinking = self._traits.thinking
+        if thinking == "always_adaptive" or (thinking == "adaptive" and request.thinking_budget):
+            # Shown, not omitted: these models also write their notes between tool calls as
+            # thinking, and the user would see nothing of them.
+            params["thinking"] = {"type": "adaptive", "display": "summarized"}
         # The API wants 1024 <= budget_tokens < max_tokens: below that, no room to think.
-        if request.thinking_budget and request.max_tokens > MIN_THINKING_BUDGET:
-            budget = max(MIN_THINKING_BUDGET, min(request.thinking_budget, request.max_tokens - 1))
+        elif thinking == "budget" and request.thinking_budget and max_tokens > MIN_THINKING_BUDGET:
+            budget = max(MIN_THINKING_BUDGET, min(request.thinking_budget, max_tokens - 1))
             params["thinking"] = {"type": "enabled", "budget_tokens": budget}
         return params
 

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 # The SDK release whose package bodies tests/test_sdk_import.py checked (see anthropic.py).
 SDK_VERSION = "3.57.0"
 DEFAULT_CONTEXT_WINDOW = 128_000
+DEFAULT_MAX_TOKENS = 8192
 PLACEHOLDER_KEY = "not-needed"  # sent to OpenAI-compatible servers that want no key
 RAW_ARGUMENTS = "_raw_arguments"
 _FINISH_REASONS = {
@@ -116,7 +117,8 @@ class OpenAIModel(SdkModel["openai.AsyncOpenAI"]):
             "stream_options": {"include_usage": True},
         }
         # OpenAI's newer models reject max_tokens; compatible servers know only max_tokens.
-        params["max_tokens" if base_url else "max_completion_tokens"] = request.max_tokens
+        max_tokens = request.max_tokens or DEFAULT_MAX_TOKENS
+        params["max_tokens" if base_url else "max_completion_tokens"] = max_tokens
         if request.tools:
             params["tools"] = [
                 {

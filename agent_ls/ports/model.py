@@ -27,7 +27,7 @@ class ModelRequest:
     system: str
     tools: list[ToolSpec]
     messages: list[Message]
-    max_tokens: int = 8192
+    max_tokens: int | None = None  # None: the model's default
     thinking_budget: int | None = None  # extended thinking tokens, where the model supports it
 
 

@@ -138,6 +138,14 @@ class _Handler(BaseHTTPRequestHandler):
         response stays queued for the next request)."""
         error: dict[str, Any]
         if protocol == "anthropic":
+            retired = validate.retired_model(request.body)
+            if retired is not None:
+                self.server.fake._reject(request, retired)
+                self._json(
+                    404,
+                    {"type": "error", "error": {"type": "not_found_error", "message": retired}},
+                )
+                return True
             message = validate.anthropic_request(request.body)
             if message is None:
                 return False

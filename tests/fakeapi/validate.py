@@ -3,9 +3,10 @@
 Each function returns the first problem found, worded like the real API's 400 message, or
 ``None``. They check what the real services are known to refuse (the Anthropic Messages API and
 OpenAI Chat Completions): required fields and their types, block shapes per role, at most four
-``cache_control`` breakpoints, tool names and schemas, the thinking budget, and that every
-``tool_use`` / ``tool_calls`` entry is answered by a result right after it (and no result answers
-nothing). They do not try to be complete; they must never refuse what the real API accepts.
+``cache_control`` breakpoints, tool names and schemas, which thinking each model takes (and the
+budget), and that every ``tool_use`` / ``tool_calls`` entry is answered by a result right after
+it (and no result answers nothing); a retired model is answered 404. They do not try to be
+complete; they must never refuse what the real API accepts.
 """
 
 from __future__ import annotations
@@ -189,6 +190,65 @@ def _tool_pairing(messages: list[dict[str, Any]]) -> None:
             )
 
 
+# What the API says of its models (platform.claude.com, model pages and migration guides,
+# read 2026-12-02). Written here from the docs, not from the product's own table.
+RETIRED = re.compile(
+    r"^claude-(?:3-|2|instant|sonnet-4-5|opus-4-1|opus-4-0|sonnet-4-0|opus-4-2025|sonnet-4-2025)"
+)
+# Which thinking.type values a model takes. Claude 5 (and Fable, Mythos) think adaptively and
+# refuse a budget; Sonnet 5 and Opus 5 may still turn thinking off, Sonnet 5.5 may think only
+# between tools; 4.6-4.8 take all three; earlier models know no adaptive thinking.
+THINKING_TYPES: tuple[tuple[re.Pattern[str], frozenset[str]], ...] = (
+    (re.compile(r"^claude-sonnet-5-5(?:-|$)"), frozenset({"adaptive", "between_tools"})),
+    (re.compile(r"^claude-(?:sonnet|opus)-5(?:-\d{8})?$"), frozenset({"adaptive", "disabled"})),
+    (
+        re.compile(r"^claude-(?:(?:opus|sonnet|haiku)-(?:[5-9]|\d\d)|fable|mythos)(?:-|$)"),
+        frozenset({"adaptive"}),
+    ),
+    (
+        re.compile(r"^claude-(?:opus|sonnet)-4-[6-8](?:-|$)"),
+        frozenset({"enabled", "disabled", "adaptive"}),
+    ),
+)
+OLDER_THINKING = frozenset({"enabled", "disabled"})
+
+
+def retired_model(body: Any) -> str | None:
+    """The 404 message for a request naming a retired model, or ``None``."""
+    model = body.get("model") if isinstance(body, dict) else None
+    if isinstance(model, str) and RETIRED.match(model):
+        return f"model: {model}"
+    return None
+
+
+def _thinking(model: str, thinking: Any, max_tokens: int, temperature: Any) -> None:
+    if thinking is None:
+        return
+    _need(
+        isinstance(thinking, dict)
+        and thinking.get("type") in ("enabled", "disabled", "adaptive", "between_tools"),
+        "thinking.type: Input should be 'enabled', 'disabled', 'adaptive' or 'between_tools'",
+    )
+    kind = thinking["type"]
+    accepted = next((types for rule, types in THINKING_TYPES if rule.match(model)), OLDER_THINKING)
+    _need(kind in accepted, f'thinking.type "{kind}" is not supported for this model.')
+    _need(
+        thinking.get("display") in (None, "summarized", "omitted"),
+        "thinking.display: Input should be 'summarized' or 'omitted'",
+    )
+    if kind == "enabled":
+        budget = thinking.get("budget_tokens")
+        _need(
+            isinstance(budget, int) and budget >= 1024,
+            "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024",
+        )
+        _need(max_tokens > budget, "`max_tokens` must be greater than `thinking.budget_tokens`.")
+        _need(
+            temperature in (None, 1),
+            "`temperature` may only be set to 1 when thinking is enabled.",
+        )
+
+
 def anthropic_request(body: Any) -> str | None:
     """The 400 message ``POST /v1/messages`` would answer for ``body``, or ``None``."""
     try:
@@ -275,25 +335,7 @@ def _anthropic(body: Any) -> None:
         f"Found {count[0]}.",
     )
     _tool_pairing(messages)
-    thinking = body.get("thinking")
-    if thinking is not None:
-        _need(
-            isinstance(thinking, dict) and thinking.get("type") in ("enabled", "disabled"),
-            "thinking.type: Input should be 'enabled' or 'disabled'",
-        )
-        if thinking["type"] == "enabled":
-            budget = thinking.get("budget_tokens")
-            _need(
-                isinstance(budget, int) and budget >= 1024,
-                "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024",
-            )
-            _need(
-                max_tokens > budget, "`max_tokens` must be greater than `thinking.budget_tokens`."
-            )
-            _need(
-                body.get("temperature") in (None, 1),
-                "`temperature` may only be set to 1 when thinking is enabled.",
-            )
+    _thinking(str(body["model"]), body.get("thinking"), max_tokens, body.get("temperature"))
     _need(body.get("stream") in (None, True, False), "stream: Input should be a valid boolean")
 
 

@@ -11,7 +11,7 @@ end
 T.run(function()
   local agent = T.start({ model = 'script:' .. T.ws .. '/no-such-script.json' })
   T.data.missing_script = report()
-  agent.config.model = 'anthropic:claude-sonnet-4-5'
+  agent.config.model = 'anthropic:claude-sonnet-5-5'
   vim.env.ANTHROPIC_API_KEY = nil
   T.data.missing_key = report()
   vim.env.ANTHROPIC_API_KEY = 'sk-test'

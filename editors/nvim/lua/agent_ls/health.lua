@@ -30,7 +30,7 @@ function M.check()
     health.ok(('client %d: root %s, position encoding %s'):format(c.id, c.root_dir or '?', c.offset_encoding))
   end
   local model = agent.config.model or (agent.config.settings or {}).model or vim.env.AGENT_LS_MODEL
-    or 'anthropic:claude-sonnet-4-5' -- the server's default
+    or 'anthropic:claude-sonnet-5-5' -- the server's default
   health.info('model: ' .. model)
   local provider, rest = model:match('^(%w+):(.+)$')
   local keys = { anthropic = 'ANTHROPIC_API_KEY', openai = 'OPENAI_API_KEY' }

@@ -14,7 +14,7 @@ M.modes = { 'default', 'acceptEdits', 'plan', 'bypassPermissions' }
 
 local defaults = {
   cmd = nil, -- list (or string) starting the server; nil: `agent-ls serve` from PATH or .venv
-  model = nil, -- e.g. 'anthropic:claude-sonnet-4-5', 'openai:gpt-4.1', 'script:/path/demo.json'
+  model = nil, -- e.g. 'anthropic:claude-sonnet-5-5', 'openai:gpt-4.1', 'script:/path/demo.json'
   mode = nil, -- 'default' | 'acceptEdits' | 'plan' | 'bypassPermissions'
   settings = {}, -- other server settings: permissions, followAgent, maxTurns, maxCostUsd, ...
   env = nil, -- extra environment for the server process (API keys come from your environment)

@@ -1,0 +1,54 @@
+"""What a request must know of a Claude model family: how to ask for thinking, how large the
+context window is, and how many output tokens a call may take by default.
+
+Claude 5 models (Sonnet, Opus and Haiku 5.x) and the Fable and Mythos families think adaptively
+on every request: they answer a thinking budget or ``thinking: disabled`` with a 400, and by
+default they omit the text of their thinking, which now also carries the notes they write
+between tool calls; so every request asks for adaptive thinking with its text shown. Claude
+4.6-4.8 take adaptive thinking when asked (a budget is deprecated there). Earlier models, and
+names we do not know, take a budget; a request without ``thinkingBudget`` then sends no
+``thinking`` field, which every model accepts.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+Thinking = Literal["always_adaptive", "adaptive", "budget"]
+
+# claude-<family>-<major>[-<minor>][-<date>]: a minor has one or two digits, a date eight.
+_VERSIONED = re.compile(r"^claude-(?:opus|sonnet|haiku)-(\d{1,2})(?:-(\d{1,2}))?(?:-|$)")
+_ALWAYS_THINKING = re.compile(r"^claude-(?:fable|mythos)(?:-|$)")
+
+DEFAULT_MAX_TOKENS = 8192
+# Thinking counts toward max_tokens, and a model that always thinks needs room for both.
+THINKING_MAX_TOKENS = 32_000
+
+
+@dataclass(frozen=True, slots=True)
+class ClaudeTraits:
+    thinking: Thinking
+    context_window: int
+    max_tokens: int  # the default output tokens per call
+
+
+_ALWAYS = ClaudeTraits("always_adaptive", 1_000_000, THINKING_MAX_TOKENS)
+_ADAPTIVE = ClaudeTraits("adaptive", 200_000, DEFAULT_MAX_TOKENS)
+_BUDGET = ClaudeTraits("budget", 200_000, DEFAULT_MAX_TOKENS)
+
+
+def claude_traits(model: str) -> ClaudeTraits:
+    """The traits of the Anthropic model ``model`` (an API model ID, no provider prefix)."""
+    if _ALWAYS_THINKING.match(model):
+        return _ALWAYS
+    version = _VERSIONED.match(model)
+    if version is None:
+        return _BUDGET
+    major, minor = int(version[1]), int(version[2] or 0)
+    if major >= 5:
+        return _ALWAYS
+    if major == 4 and minor >= 6:
+        return _ADAPTIVE
+    return _BUDGET
