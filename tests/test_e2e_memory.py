@@ -137,3 +137,41 @@ async def test_the_agent_edits_its_memory_without_a_question(
         assert ed.confirmations == []
         assert ed.edit_requests == []  # written directly: no preview for the agent's own notes
     assert path.read_text() == "- prefers tabs\n"
+
+
+async def test_a_changed_memory_does_not_send_thinking_into_another_conversation(
+    workspace: Path, api: Any, tmp_path: Path
+) -> None:
+    """Claude 5 thinking blocks are bound to the conversation they were made in: after the
+    memory (so the system prompt) changed, the API answers 400 to one sent back; the next ask
+    leaves the earlier ask's thinking out and keeps the rest of the history."""
+    api.enqueue(
+        Turn(thinking="The user greets me.", text="Hello."),
+        Turn(thinking="Now the user asks again.", text="Again."),
+        Turn(text="Third."),
+    )
+    env = api_env(api, tmp_path)
+    async with editor(workspace, env=env) as ed:
+        first = await ed.ask("hello")
+        assert first["stopReason"] == "end_turn", first
+        second = await ed.ask("and again", sessionId=first["sessionId"])  # same conversation
+        assert second["stopReason"] == "end_turn", second
+        memory = memory_file(workspace)
+        memory.parent.mkdir(parents=True, exist_ok=True)
+        memory.write_text("- the tests run with pytest\n")
+        third = await ed.ask("once more", sessionId=first["sessionId"])
+    assert third["stopReason"] == "end_turn", third
+    assert api.rejections == []
+    bodies = [r.body for r in api.requests]
+    assert "the tests run with pytest" in system_of(bodies[2])
+    thoughts = [
+        b["thinking"]
+        for m in bodies[1]["messages"] + bodies[2]["messages"]
+        for b in m["content"]
+        if isinstance(b, dict) and b.get("type") == "thinking"
+    ]
+    # Unchanged system prompt: sent back as made; changed: left out, the text kept.
+    assert thoughts == ["The user greets me."]
+    replies = [m for m in bodies[2]["messages"] if m["role"] == "assistant"]
+    texts = [b.get("text") for m in replies for b in m["content"]]
+    assert texts == ["Hello.", "Again."]

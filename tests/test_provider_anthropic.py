@@ -159,9 +159,12 @@ async def test_thinking_and_signature_are_kept_and_echoed_exactly(
     thinking = "".join(e.text for e in events if isinstance(e, ThinkingDelta))
     assert thinking == "The user wants the file. I will read it first."
     done = final(events)
-    assert done.message.content[0] == ThinkingBlock(
+    block = done.message.content[0]
+    assert isinstance(block, ThinkingBlock) and block.binding  # bound to this conversation
+    assert block == ThinkingBlock(
         thinking="The user wants the file. I will read it first.",
         signature="EqQBCkYIARgCIkD+sig/with==padding",
+        binding=block.binding,
     )
     result = Message("user", [ToolResultBlock("toolu_9", "1\tprint('hi')")])
     await collect(model, request(*first.messages, done.message, result))
@@ -192,8 +195,10 @@ async def test_thinking_and_signature_are_kept_and_echoed_exactly(
 async def test_redacted_thinking_round_trips(api: FakeAPI, model: AnthropicModel) -> None:
     api.enqueue(Turn(redacted_thinking="EmwKAhgBEgy3opaque==", text="Answer."))
     done = final(await collect(model, request(user("q"))))
-    assert done.message.content[0] == ThinkingBlock(
-        thinking="", redacted_data="EmwKAhgBEgy3opaque=="
+    block = done.message.content[0]
+    assert isinstance(block, ThinkingBlock) and block.binding
+    assert block == ThinkingBlock(
+        thinking="", redacted_data="EmwKAhgBEgy3opaque==", binding=block.binding
     )
     await collect(model, request(user("q"), done.message, user("more")))
     sent = api.requests[1].body["messages"][1]["content"]
@@ -509,8 +514,8 @@ async def test_a_max_tokens_setting_is_sent_as_set(api: FakeAPI) -> None:
     model = AnthropicModel("claude-sonnet-5-5", base_url=api.url, api_key="test-key")
     api.enqueue(Turn(text="ok"))
     try:
-        await collect(model, ModelRequest(system=SYSTEM, tools=[], messages=[user("hi")],
-                                          max_tokens=2000))
+        req = ModelRequest(system=SYSTEM, tools=[], messages=[user("hi")], max_tokens=2000)
+        await collect(model, req)
     finally:
         await model.aclose()
     assert api.requests[-1].body["max_tokens"] == 2000
@@ -535,3 +540,27 @@ def test_the_default_model_and_aliases_are_models_the_sdk_does_not_retire() -> N
     for model in (name, *MODEL_ALIASES.values()):
         assert model not in DEPRECATED_MODELS, model
         assert retired_model({"model": model}) is None, model
+
+
+async def test_thinking_is_sent_back_only_into_the_conversation_it_was_made_in(
+    api: FakeAPI,
+) -> None:
+    """Same system prompt and tools: the block goes back as made; either changed (the project
+    memory, an MCP server's tools): it is left out, its turn's text and tool calls kept."""
+    model = AnthropicModel("claude-sonnet-5-5", base_url=api.url, api_key="test-key")
+    api.enqueue(Turn(thinking="Plan: greet.", text="Hi."), Turn(text="a"), Turn(text="b"))
+    try:
+        first = request(user("hello"))
+        done = final(await collect(model, first))
+        history = [*first.messages, done.message, user("again")]
+        await collect(model, request(*history))
+        changed = ModelRequest(
+            system=SYSTEM + " Memory: tabs.", tools=list(TOOLS), messages=history
+        )
+        await collect(model, changed)
+    finally:
+        await model.aclose()
+    assert api.rejections == []
+    same, other = (strip_cache(r.body["messages"][1]["content"]) for r in api.requests[1:])
+    assert [b["type"] for b in same] == ["thinking", "text"]
+    assert other == [{"type": "text", "text": "Hi."}]

@@ -12,6 +12,7 @@ first request then waits for about half of the SDK.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import AsyncIterator
@@ -108,13 +109,24 @@ class AnthropicModel(SdkModel["anthropic.AsyncAnthropic"]):
     def stream_resource(self, client: anthropic.AsyncAnthropic) -> object:
         return client.messages
 
-    def request_params(self, request: ModelRequest) -> dict[str, Any]:
-        """The keyword arguments of ``messages.stream`` for ``request``, cache breakpoints set."""
+    def binding_of(self, request: ModelRequest) -> str:
+        """What this request's thinking blocks are bound to besides the messages before them
+        (which only grow within a session): the model, the system prompt and the tools."""
+        tools = [(t.name, t.description, t.input_schema) for t in request.tools]
+        text = json.dumps([self._model, request.system, tools], sort_keys=True, default=str)
+        return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+
+    def request_params(self, request: ModelRequest, binding: str | None = None) -> dict[str, Any]:
+        """The keyword arguments of ``messages.stream`` for ``request``, cache breakpoints set.
+
+        Thinking made under another ``binding`` (:meth:`binding_of`) is left out: Claude 5
+        models answer 400 to a block sent back after the system prompt or tools changed.
+        """
         max_tokens = request.max_tokens or self._traits.max_tokens
         params: dict[str, Any] = {
             "model": self._model,
             "max_tokens": max_tokens,
-            "messages": messages_to_wire(request.messages),
+            "messages": messages_to_wire(request.messages, binding or self.binding_of(request)),
         }
         if request.system:
             params["system"] = [{"type": "text", "text": request.system, "cache_control": _cache()}]
@@ -144,7 +156,8 @@ class AnthropicModel(SdkModel["anthropic.AsyncAnthropic"]):
         import httpx2
         from anthropic._exceptions import AnthropicError, APIConnectionError, APIStatusError
 
-        params = self.request_params(request)
+        binding = self.binding_of(request)
+        params = self.request_params(request, binding)
         tool_ids: dict[int, str] = {}
         final: Any = None
         try:
@@ -167,7 +180,7 @@ class AnthropicModel(SdkModel["anthropic.AsyncAnthropic"]):
             raise ANTHROPIC.malformed(exc) from exc
         if final is None:
             raise ANTHROPIC.ended_early()
-        yield complete_turn(final)
+        yield complete_turn(final, binding)
 
 
 # --- events and the final message --------------------------------------------------------
@@ -193,16 +206,19 @@ def _translate(event: Any, tool_ids: dict[int, str]) -> ModelEvent | None:
     return None
 
 
-def complete_turn(message: Any) -> TurnComplete:
-    """Our :class:`TurnComplete` for the SDK's final ``Message`` snapshot."""
+def complete_turn(message: Any, binding: str | None = None) -> TurnComplete:
+    """Our :class:`TurnComplete` for the SDK's final ``Message`` snapshot (its thinking made
+    under ``binding``)."""
     blocks: list[Block] = []
     for b in message.content:
         if b.type == "text":
             blocks.append(TextBlock(b.text))
         elif b.type == "thinking":
-            blocks.append(ThinkingBlock(thinking=b.thinking, signature=b.signature or ""))
+            blocks.append(
+                ThinkingBlock(thinking=b.thinking, signature=b.signature or "", binding=binding)
+            )
         elif b.type == "redacted_thinking":
-            blocks.append(ThinkingBlock(thinking="", redacted_data=b.data))
+            blocks.append(ThinkingBlock(thinking="", redacted_data=b.data, binding=binding))
         elif b.type == "tool_use":
             tool_input = b.input if isinstance(b.input, dict) else {"_raw_arguments": str(b.input)}
             blocks.append(ToolUseBlock(id=b.id, name=b.name, input=dict(tool_input)))
@@ -235,11 +251,14 @@ def normalize_stop_reason(reason: str | None, has_tools: bool) -> str:
 # --- history → wire ----------------------------------------------------------------------
 
 
-def block_to_wire(block: Block) -> dict[str, Any] | None:
-    """One history block as an API content block (``None``: not sendable, e.g. empty text)."""
+def block_to_wire(block: Block, binding: str | None = None) -> dict[str, Any] | None:
+    """One history block as an API content block (``None``: not sendable, e.g. empty text, or
+    thinking bound to something other than ``binding``)."""
     if isinstance(block, TextBlock):
         return {"type": "text", "text": block.text} if block.text else None
     if isinstance(block, ThinkingBlock):
+        if block.binding is not None and binding is not None and block.binding != binding:
+            return None
         if block.redacted_data is not None:
             return {"type": "redacted_thinking", "data": block.redacted_data}
         if not block.signature:
@@ -263,17 +282,18 @@ def block_to_wire(block: Block) -> dict[str, Any] | None:
     return wire
 
 
-def messages_to_wire(messages: list[Message]) -> list[dict[str, Any]]:
+def messages_to_wire(messages: list[Message], binding: str | None = None) -> list[dict[str, Any]]:
     """The API ``messages`` list, with prompt-cache breakpoints.
 
     Consecutive messages of one role are merged and a user message's tool results come first,
     as the API requires. Breakpoints go on the last block of the last message and of the
     user message before it (where the previous request put its breakpoint, so the cache is
-    found however many blocks the last turn added).
+    found however many blocks the last turn added). Thinking bound to something other than
+    ``binding`` is left out (the cached prefix changed with it anyway).
     """
     out: list[dict[str, Any]] = []
     for message in messages:
-        content = [w for b in message.content if (w := block_to_wire(b)) is not None]
+        content = [w for b in message.content if (w := block_to_wire(b, binding)) is not None]
         if not content:
             continue
         if out and out[-1]["role"] == message.role:

@@ -20,12 +20,17 @@ class TextBlock:
 
 @dataclass(slots=True)
 class ThinkingBlock:
-    """Extended thinking; echoed back unchanged (with its signature) as the API requires."""
+    """Extended thinking; echoed back unchanged (with its signature) as the API requires.
+
+    ``binding``: what the provider bound the block to (model, system prompt, tools) where it
+    refuses the block in any other conversation; the provider leaves it out when that changed.
+    """
 
     thinking: str
     signature: str = ""
     redacted_data: str | None = None
     type: Literal["thinking"] = "thinking"
+    binding: str | None = None
 
 
 @dataclass(slots=True)
@@ -81,8 +86,9 @@ class Message:
 
 def _block_json(block: Block) -> dict[str, Any]:
     data = asdict(block)
-    if data.get("images", ()) is None:
-        del data["images"]  # most results have none: keep transcripts as they were
+    for optional in ("images", "binding"):
+        if optional in data and data[optional] is None:
+            del data[optional]  # most blocks have none: keep transcripts as they were
     return data
 
 

@@ -35,6 +35,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
 from tests.fakeapi import validate
+from tests.fakeapi.validate import ThinkingBindings
 from tests.fakeapi.wire import (
     Fault,
     RecordedRequest,
@@ -117,6 +118,9 @@ class _Handler(BaseHTTPRequestHandler):
                 or Turn(text="this partial answer is cut off before the turn completes")
             )
         )
+        if protocol == "anthropic" and turn.thinking is not None:
+            thinking = turn.thinking if isinstance(turn.thinking, str) else "".join(turn.thinking)
+            fake.bindings.record(b, thinking, turn.signature)
         if not b.get("stream"):
             if protocol == "anthropic":
                 self._json(200, anthropic_message(turn, model, msg_id, fake._tool_ids))
@@ -136,6 +140,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _refused(self, request: RecordedRequest, protocol: Literal["anthropic", "openai"]) -> bool:
         """Answer 400 as the real API does when it would refuse ``request`` (the scripted
         response stays queued for the next request)."""
+        fake = self.server.fake
         error: dict[str, Any]
         if protocol == "anthropic":
             retired = validate.retired_model(request.body)
@@ -146,7 +151,9 @@ class _Handler(BaseHTTPRequestHandler):
                     {"type": "error", "error": {"type": "not_found_error", "message": retired}},
                 )
                 return True
-            message = validate.anthropic_request(request.body)
+            message = validate.anthropic_request(request.body) or fake.bindings.check(
+                request.body
+            )
             if message is None:
                 return False
             error = {
@@ -251,6 +258,7 @@ class FakeAPI:
         self.chunk_delay = chunk_delay
         self.validate = validate
         self.rejections: list[tuple[RecordedRequest, str]] = []
+        self.bindings = ThinkingBindings()
         self._host, self._port = host, port
         self._lock = threading.Lock()
         self._queue: deque[Response] = deque()

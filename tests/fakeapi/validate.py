@@ -11,7 +11,9 @@ complete; they must never refuse what the real API accepts.
 
 from __future__ import annotations
 
+import json
 import re
+import threading
 from typing import Any
 
 MAX_CACHE_BREAKPOINTS = 4
@@ -211,6 +213,61 @@ THINKING_TYPES: tuple[tuple[re.Pattern[str], frozenset[str]], ...] = (
     ),
 )
 OLDER_THINKING = frozenset({"enabled", "disabled"})
+
+
+# Models whose thinking blocks are bound to the conversation that produced them: sent back
+# after the system prompt, the tools or the messages before them changed, they are a 400 (the
+# default for accounts since 2026-08-31); sent to another model, they are dropped silently.
+BINDING = re.compile(r"^claude-(?:(?:opus|sonnet|haiku)-(?:[5-9]|\d\d)|fable|mythos)(?:-|$)")
+UNBOUND = "The block is bound to a different conversation"
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+class ThinkingBindings:
+    """The conversation each thinking block this fake produced was produced in."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._made: dict[tuple[str, str], list[tuple[str, str]]] = {}
+
+    @staticmethod
+    def _conversation(body: dict[str, Any], messages: list[Any]) -> str:
+        parts = [_plain(body.get("system")), _plain(body.get("tools")), _plain(messages)]
+        return json.dumps(parts, sort_keys=True)
+
+    def record(self, body: Any, thinking: str, signature: str) -> None:
+        """``thinking``/``signature`` were produced as the answer to ``body``."""
+        model = body.get("model") if isinstance(body, dict) else None
+        if isinstance(model, str) and BINDING.match(model):
+            made = (model, self._conversation(body, list(body.get("messages") or [])))
+            with self._lock:
+                self._made.setdefault((thinking, signature), []).append(made)
+
+    def check(self, body: Any) -> str | None:
+        """The 400 message for a thinking block sent back into another conversation."""
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            return None
+        messages = body["messages"]
+        for i, message in enumerate(messages):
+            content = message.get("content") if isinstance(message, dict) else None
+            if message.get("role") != "assistant" or not isinstance(content, list):
+                continue
+            for j, block in enumerate(content):
+                if not isinstance(block, dict) or block.get("type") != "thinking":
+                    continue
+                with self._lock:
+                    made = list(self._made.get((block.get("thinking"), block.get("signature")), ()))
+                same_model = [c for m, c in made if m == body.get("model")]
+                if same_model and self._conversation(body, messages[:i]) not in same_model:
+                    return f"messages.{i}.content.{j}: {UNBOUND}"
+        return None
 
 
 def retired_model(body: Any) -> str | None:
