@@ -232,6 +232,16 @@ def test_anthropic_refuses_thinking_a_model_does_not_take(
     assert len(api.rejections) == 1
 
 
+def test_claude_5_refuses_an_assistant_prefill(api: FakeAPI) -> None:
+    client = anthropic.Anthropic(base_url=api.url, api_key="k", max_retries=0)
+    body = valid()
+    body["messages"].append({"role": "assistant", "content": [text("The answer is")]})
+    with pytest.raises(anthropic.BadRequestError):
+        client.messages.create(**{**body, "model": "claude-sonnet-5-5"})
+    api.enqueue(Turn(text=" 42."))
+    assert client.messages.create(**{**body, "model": "claude-haiku-4-5"}).content
+
+
 @pytest.mark.parametrize(
     ("model", "thinking"),
     [

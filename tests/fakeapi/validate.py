@@ -393,6 +393,11 @@ def _anthropic(body: Any) -> None:
     )
     _tool_pairing(messages)
     _thinking(str(body["model"]), body.get("thinking"), max_tokens, body.get("temperature"))
+    _need(
+        not (BINDING.match(str(body["model"])) and messages[-1].get("role") == "assistant"),
+        "This model does not support assistant message prefill. "
+        "The conversation must end with a user message.",
+    )
     _need(body.get("stream") in (None, True, False), "stream: Input should be a valid boolean")
 
 
