@@ -17,6 +17,7 @@ from agent_ls.dirs import memory_file as memory_file
 from agent_ls.dirs import user_config_dir as user_config_dir
 
 Mode = Literal["default", "acceptEdits", "plan", "bypassPermissions"]
+Effort = Literal["low", "medium", "high", "xhigh", "max"]
 MODES: tuple[Mode, ...] = ("default", "acceptEdits", "plan", "bypassPermissions")
 
 
@@ -49,6 +50,7 @@ class Settings(BaseModel):
     permissions: PermissionRules = Field(default_factory=PermissionRules)
     compact_threshold: float = Field(default=0.85, alias="compactThreshold", gt=0.1, le=1.0)
     thinking_budget: int | None = Field(default=None, alias="thinkingBudget", ge=1024)
+    effort: Effort | None = None  # None: the model's own default
     max_cost_usd: float | None = Field(default=None, alias="maxCostUsd", gt=0)
     # Shell commands in bubblewrap: "auto" when it works, "on" refuses commands without it.
     sandbox: Literal["auto", "on", "off"] = "auto"

@@ -244,3 +244,19 @@ async def test_what_the_post_edit_check_tells_the_model(workspace: Path, api: An
         "  app.py:2:12: error [tone T2] too curt\n"
         "Fixed by this edit: 1 problem(s) in app.py."
     )
+
+
+async def test_the_default_model_is_asked_to_show_its_thinking_and_the_effort_set(
+    workspace: Path, api: Any
+) -> None:
+    """Sonnet 5.5 omits its thinking (and its notes between tool calls) unless asked; its
+    notes reach the editor as thought chunks. ``effort`` goes where the API reads it."""
+    api.enqueue(Turn(thinking="I will answer briefly.", text="Hi."))
+    async with editor(workspace, env=env_for(api), init_options={"effort": "medium"}) as ed:
+        result = await ed.ask("hello")
+    assert result["stopReason"] == "end_turn", result
+    body = api.requests[0].body
+    assert body["thinking"] == {"type": "adaptive", "display": "summarized"}
+    assert body["output_config"] == {"effort": "medium"}
+    thoughts = "".join(u["content"]["text"] for u in ed.of_kind("agent_thought_chunk"))
+    assert thoughts == "I will answer briefly."

@@ -275,3 +275,15 @@ def test_anthropic_answers_a_retired_model_404(api: FakeAPI, model: str) -> None
     assert isinstance(body, dict) and body["error"]["type"] == "not_found_error"
     assert model in body["error"]["message"]
     assert api.pending == 1
+
+
+def test_effort_only_where_a_model_takes_it(api: FakeAPI) -> None:
+    client = anthropic.Anthropic(base_url=api.url, api_key="k", max_retries=0)
+    for model, effort in (("claude-haiku-4-5", "low"), ("claude-sonnet-5-5", "extreme")):
+        with pytest.raises(anthropic.BadRequestError):
+            client.messages.create(
+                **{**valid(), "model": model, "output_config": {"effort": effort}}
+            )
+    api.enqueue(Turn(text="fine"))
+    body = {**valid(), "model": "claude-sonnet-5-5", "output_config": {"effort": "max"}}
+    assert client.messages.create(**body).content

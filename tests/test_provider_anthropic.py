@@ -564,3 +564,22 @@ async def test_thinking_is_sent_back_only_into_the_conversation_it_was_made_in(
     same, other = (strip_cache(r.body["messages"][1]["content"]) for r in api.requests[1:])
     assert [b["type"] for b in same] == ["thinking", "text"]
     assert other == [{"type": "text", "text": "Hi."}]
+
+
+async def test_effort_is_sent_to_the_models_that_take_it(api: FakeAPI) -> None:
+    sent = {}
+    for name in ("claude-sonnet-5-5", "claude-opus-4-8", "claude-haiku-4-5"):
+        model = AnthropicModel(name, base_url=api.url, api_key="test-key")
+        api.enqueue(Turn(text="ok"))
+        try:
+            req = request(user("hi"))
+            req.effort = "low"
+            await collect(model, req)
+        finally:
+            await model.aclose()
+        sent[name] = api.requests[-1].body.get("output_config")
+    assert sent == {
+        "claude-sonnet-5-5": {"effort": "low"},
+        "claude-opus-4-8": {"effort": "low"},
+        "claude-haiku-4-5": None,  # it would answer 400
+    }

@@ -287,6 +287,7 @@ class AgentLoop:
             messages=list(self.session.history),
             max_tokens=self.settings.max_tokens,
             thinking_budget=self.settings.thinking_budget,
+            effort=self.settings.effort,
         )
         attempt = 0
         while True:

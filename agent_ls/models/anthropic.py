@@ -146,6 +146,8 @@ class AnthropicModel(SdkModel["anthropic.AsyncAnthropic"]):
         elif thinking == "budget" and request.thinking_budget and max_tokens > MIN_THINKING_BUDGET:
             budget = max(MIN_THINKING_BUDGET, min(request.thinking_budget, max_tokens - 1))
             params["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        if request.effort and self._traits.effort:
+            params["output_config"] = {"effort": request.effort}
         return params
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:

@@ -1,5 +1,6 @@
-"""What a request must know of a Claude model family: how to ask for thinking, how large the
-context window is, and how many output tokens a call may take by default.
+"""What a request must know of a Claude model family: how to ask for thinking, whether it
+takes an effort level, how large the context window is, and how many output tokens a call may
+take by default.
 
 Claude 5 models (Sonnet, Opus and Haiku 5.x) and the Fable and Mythos families think adaptively
 on every request: they answer a thinking budget or ``thinking: disabled`` with a 400, and by
@@ -7,7 +8,8 @@ default they omit the text of their thinking, which now also carries the notes t
 between tool calls; so every request asks for adaptive thinking with its text shown. Claude
 4.6-4.8 take adaptive thinking when asked (a budget is deprecated there). Earlier models, and
 names we do not know, take a budget; a request without ``thinkingBudget`` then sends no
-``thinking`` field, which every model accepts.
+``thinking`` field, which every model accepts. Models that think adaptively take an effort
+level (``output_config.effort``); the others are not sent one.
 """
 
 from __future__ import annotations
@@ -32,11 +34,12 @@ class ClaudeTraits:
     thinking: Thinking
     context_window: int
     max_tokens: int  # the default output tokens per call
+    effort: bool  # takes output_config.effort
 
 
-_ALWAYS = ClaudeTraits("always_adaptive", 1_000_000, THINKING_MAX_TOKENS)
-_ADAPTIVE = ClaudeTraits("adaptive", 200_000, DEFAULT_MAX_TOKENS)
-_BUDGET = ClaudeTraits("budget", 200_000, DEFAULT_MAX_TOKENS)
+_ALWAYS = ClaudeTraits("always_adaptive", 1_000_000, THINKING_MAX_TOKENS, effort=True)
+_ADAPTIVE = ClaudeTraits("adaptive", 200_000, DEFAULT_MAX_TOKENS, effort=True)
+_BUDGET = ClaudeTraits("budget", 200_000, DEFAULT_MAX_TOKENS, effort=False)
 
 
 def claude_traits(model: str) -> ClaudeTraits:

@@ -29,6 +29,7 @@ class ModelRequest:
     messages: list[Message]
     max_tokens: int | None = None  # None: the model's default
     thinking_budget: int | None = None  # extended thinking tokens, where the model supports it
+    effort: str | None = None  # "low" to "max": how much the model works, where it takes that
 
 
 @dataclass(slots=True)

@@ -38,6 +38,7 @@ ANTHROPIC_FIELDS = {
     "container",
     "mcp_servers",
     "context_management",
+    "output_config",
 }
 USER_BLOCKS = {"text", "image", "document", "search_result", "tool_result"}
 ASSISTANT_BLOCKS = {"text", "thinking", "redacted_thinking", "tool_use", "server_tool_use"}
@@ -270,6 +271,26 @@ class ThinkingBindings:
         return None
 
 
+# Models that take output_config.effort: Opus 4.5, the 4.6-4.8 models, Claude 5, Fable, Mythos.
+EFFORT = re.compile(
+    r"^claude-(?:opus-4-5|(?:opus|sonnet)-4-[6-8]|(?:opus|sonnet|haiku)-(?:[5-9]|\d\d)|fable"
+    r"|mythos)(?:-|$)"
+)
+
+
+def _output_config(model: str, config: Any) -> None:
+    if config is None:
+        return
+    _need(isinstance(config, dict), "output_config: Input should be a valid dictionary")
+    effort = config.get("effort")
+    if effort is not None:
+        _need(
+            effort in ("low", "medium", "high", "xhigh", "max"),
+            "output_config.effort: Input should be 'low', 'medium', 'high', 'xhigh' or 'max'",
+        )
+        _need(bool(EFFORT.match(model)), "This model does not support the effort parameter.")
+
+
 def retired_model(body: Any) -> str | None:
     """The 404 message for a request naming a retired model, or ``None``."""
     model = body.get("model") if isinstance(body, dict) else None
@@ -393,6 +414,7 @@ def _anthropic(body: Any) -> None:
     )
     _tool_pairing(messages)
     _thinking(str(body["model"]), body.get("thinking"), max_tokens, body.get("temperature"))
+    _output_config(str(body["model"]), body.get("output_config"))
     _need(
         not (BINDING.match(str(body["model"])) and messages[-1].get("role") == "assistant"),
         "This model does not support assistant message prefill. "
