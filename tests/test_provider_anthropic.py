@@ -583,3 +583,21 @@ async def test_effort_is_sent_to_the_models_that_take_it(api: FakeAPI) -> None:
         "claude-opus-4-8": {"effort": "low"},
         "claude-haiku-4-5": None,  # it would answer 400
     }
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # the SDK's own warning
+async def test_a_retired_model_says_so_and_what_to_use(api: FakeAPI) -> None:
+    """claude-sonnet-4-5 reached its end of life on 2026-11-30 (the SDK's table): the API
+    answers 404, and the error says why instead of only "check the model name"."""
+    model = AnthropicModel("claude-sonnet-4-5", base_url=api.url, api_key="test-key")
+    api.enqueue(Turn(text="never"))
+    try:
+        with pytest.raises(ModelError) as caught:
+            await collect(model, request(user("hi")))
+    finally:
+        await model.aclose()
+    api.rejections.clear()  # the refusal is the point here
+    message = str(caught.value)
+    assert "(404)" in message and not caught.value.retryable
+    assert "claude-sonnet-4-5 reached its end of life on November 30th, 2026" in message
+    assert "anthropic:claude-sonnet-5-5" in message

@@ -327,14 +327,35 @@ def _mark_cache(message: dict[str, Any]) -> None:
 
 
 def status_error(exc: anthropic.APIStatusError, model: str) -> ModelError:
-    """Classify an HTTP (or mid-stream ``error`` event) failure by the shared table."""
-    return ANTHROPIC.status_error(
+    """Classify an HTTP (or mid-stream ``error`` event) failure by the shared table; a 404 for
+    a model the SDK lists as deprecated says when its life ended and what to use instead."""
+    error = ANTHROPIC.status_error(
         exc.status_code,
         detail=exc.api_message or str(exc.body or exc),
         model=model,
         headers=exc.response.headers,
         error_types=(exc.type,),
     )
+    end_of_life = deprecated_models().get(model) if exc.status_code == 404 else None
+    if end_of_life:
+        from agent_ls import DEFAULT_MODEL
+
+        error = ModelError(
+            f"{error} — {model} reached its end of life on {end_of_life}; "
+            f"use a current model, such as {DEFAULT_MODEL}",
+            retryable=False,
+        )
+    return error
+
+
+def deprecated_models() -> dict[str, str]:
+    """The SDK's table of deprecated models and their end-of-life dates (empty if this SDK
+    release has none where we look)."""
+    try:
+        from anthropic._data import DEPRECATED_MODELS
+    except ImportError:
+        return {}
+    return dict(DEPRECATED_MODELS) if isinstance(DEPRECATED_MODELS, dict) else {}
 
 
 _WARM_STREAM = "".join(
