@@ -29,6 +29,14 @@ def env_for(api: Any) -> dict[str, str]:
     }
 
 
+def strip_cache(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: strip_cache(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [strip_cache(v) for v in value]
+    return value
+
+
 def tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
     return [
         block
@@ -260,3 +268,25 @@ async def test_the_default_model_is_asked_to_show_its_thinking_and_the_effort_se
     assert body["output_config"] == {"effort": "medium"}
     thoughts = "".join(u["content"]["text"] for u in ed.of_kind("agent_thought_chunk"))
     assert thoughts == "I will answer briefly."
+
+
+async def test_compaction_reuses_the_cached_prefix_and_calls_no_tool(
+    workspace: Path, api: Any
+) -> None:
+    """The summary request sends the ask's system prompt and tools (not callable): the
+    history is read from the prompt cache instead of billed again in full."""
+    api.enqueue(
+        Turn(tool_uses=[("list_files", {"pattern": "*.py"})]),
+        Turn(text="One file."),
+        Turn(text="SUMMARY: the user counted Python files."),
+    )
+    async with editor(workspace, env=env_for(api)) as ed:
+        await ed.ask("How many python files?")
+        compacted = await ed.command("agent.compact", {})
+    assert compacted["compacted"] is True, compacted
+    ask, summary = api.requests[1].body, api.requests[2].body
+    assert summary["system"] == ask["system"] and summary["tools"] == ask["tools"]
+    assert summary["tool_choice"] == {"type": "none"}
+    assert strip_cache(summary["messages"][: len(ask["messages"])]) == strip_cache(
+        ask["messages"]
+    )

@@ -287,3 +287,13 @@ def test_effort_only_where_a_model_takes_it(api: FakeAPI) -> None:
     api.enqueue(Turn(text="fine"))
     body = {**valid(), "model": "claude-sonnet-5-5", "output_config": {"effort": "max"}}
     assert client.messages.create(**body).content
+
+
+def test_tool_choice_none_is_taken_and_forcing_a_thinking_model_is_not(api: FakeAPI) -> None:
+    client = anthropic.Anthropic(base_url=api.url, api_key="k", max_retries=0)
+    forced = {**valid(), "model": "claude-sonnet-5-5", "tool_choice": {"type": "any"}}
+    with pytest.raises(anthropic.BadRequestError):
+        client.messages.create(**forced)
+    api.enqueue(Turn(text="summary"))
+    quiet = {**valid(), "model": "claude-sonnet-5-5", "tool_choice": {"type": "none"}}
+    assert client.messages.create(**quiet).content

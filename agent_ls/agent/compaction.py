@@ -1,6 +1,9 @@
 """Compaction: replace a long history with a summary the model writes, to free the window.
 
-The summary call is the only model call besides the loop's turns; it is shown in progress.
+The summary call is the only model call besides the loop's turns; it is shown in progress. It
+sends the loop's system prompt and tools (not callable): the history is then read from the
+prompt cache at a tenth of the price or less instead of again in full, and the API takes the
+history's tool calls (some refuse ``tool_use`` blocks in a request that defines no tools).
 """
 
 from __future__ import annotations
@@ -8,7 +11,7 @@ from __future__ import annotations
 from agent_ls import prompts
 from agent_ls.agent.session import Session
 from agent_ls.ports.messages import Message, TextBlock, Usage
-from agent_ls.ports.model import Model, ModelError, ModelRequest, TurnComplete
+from agent_ls.ports.model import Model, ModelError, ModelRequest, ToolSpec, TurnComplete
 
 
 def needs_compaction(session: Session, model: Model, threshold: float) -> bool:
@@ -16,7 +19,9 @@ def needs_compaction(session: Session, model: Model, threshold: float) -> bool:
     return session.last_context_tokens >= threshold * model.context_window
 
 
-async def compact(session: Session, model: Model, system_prompt: str) -> Usage:
+async def compact(
+    session: Session, model: Model, system_prompt: str, tools: list[ToolSpec]
+) -> Usage:
     """Summarise the history with ``prompts/compact.md`` and restart it from the summary.
 
     Returns the usage of the summary call. Raises :class:`ModelError` when it fails, leaving
@@ -29,8 +34,9 @@ async def compact(session: Session, model: Model, system_prompt: str) -> Usage:
     history = list(session.history)
     request = ModelRequest(
         system=system_prompt,
-        tools=[],
+        tools=tools,
         messages=[*history, Message("user", [TextBlock(prompts.load("compact.md"))])],
+        tool_choice="none",
     )
     complete: TurnComplete | None = None
     async for event in model.stream(request):

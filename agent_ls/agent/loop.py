@@ -272,7 +272,8 @@ class AgentLoop:
         self.port.progress(
             f"compacting the conversation ({used:,} of {self.model.context_window:,} tokens)"
         )
-        usage.add(await compact(self.session, self.model, self.system_prompt))
+        tools = self.tools.specs()
+        usage.add(await compact(self.session, self.model, self.system_prompt, tools))
 
     def _cost(self, usage: Usage) -> float:
         return cost_usd(self.model.name, usage, self.settings.prices)

@@ -137,6 +137,8 @@ class AnthropicModel(SdkModel["anthropic.AsyncAnthropic"]):
             ]
             tools[-1]["cache_control"] = _cache()
             params["tools"] = tools
+            if request.tool_choice == "none":
+                params["tool_choice"] = {"type": "none"}
         thinking = self._traits.thinking
         if thinking == "always_adaptive" or (thinking == "adaptive" and request.thinking_budget):
             # Shown, not omitted: these models also write their notes between tool calls as

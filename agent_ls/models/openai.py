@@ -131,6 +131,8 @@ class OpenAIModel(SdkModel["openai.AsyncOpenAI"]):
                 }
                 for t in request.tools
             ]
+            if request.tool_choice == "none":
+                params["tool_choice"] = "none"
         return params
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:

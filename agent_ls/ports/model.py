@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from agent_ls.ports.messages import Message, Usage
 
@@ -30,6 +30,8 @@ class ModelRequest:
     max_tokens: int | None = None  # None: the model's default
     thinking_budget: int | None = None  # extended thinking tokens, where the model supports it
     effort: str | None = None  # "low" to "max": how much the model works, where it takes that
+    # "none": the tools are listed (the prompt cache's prefix stays the loop's) but not callable
+    tool_choice: Literal["auto", "none"] = "auto"
 
 
 @dataclass(slots=True)

@@ -278,6 +278,23 @@ EFFORT = re.compile(
 )
 
 
+def _tool_choice(model: str, choice: Any, tools: Any, thinking: Any) -> None:
+    if choice is None:
+        return
+    _need(
+        isinstance(choice, dict) and choice.get("type") in ("auto", "any", "tool", "none"),
+        "tool_choice.type: Input should be 'auto', 'any', 'tool' or 'none'",
+    )
+    _need(bool(tools), "tool_choice may only be specified while providing tools.")
+    thinks = BINDING.match(model) or (
+        isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
+    )
+    _need(
+        not (thinks and choice["type"] in ("any", "tool")),
+        "Thinking may not be enabled when tool_choice forces tool use.",
+    )
+
+
 def _output_config(model: str, config: Any) -> None:
     if config is None:
         return
@@ -415,6 +432,7 @@ def _anthropic(body: Any) -> None:
     _tool_pairing(messages)
     _thinking(str(body["model"]), body.get("thinking"), max_tokens, body.get("temperature"))
     _output_config(str(body["model"]), body.get("output_config"))
+    _tool_choice(str(body["model"]), body.get("tool_choice"), tools, body.get("thinking"))
     _need(
         not (BINDING.match(str(body["model"])) and messages[-1].get("role") == "assistant"),
         "This model does not support assistant message prefill. "
