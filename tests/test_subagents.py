@@ -115,6 +115,7 @@ def test_model_names() -> None:
     assert child_model_spec(None, session) is None
     assert child_model_spec("inherit", session) is None
     assert child_model_spec("haiku", session) == "anthropic:claude-haiku-5-5"
+    assert child_model_spec("fable", session) == "anthropic:claude-fable-5-2"
     assert child_model_spec("haiku", "openai:gpt-5") is None  # an alias of another provider
     assert child_model_spec("gpt-5-mini", "openai:gpt-5") == "openai:gpt-5-mini"
     assert child_model_spec("openai:gpt-5", session) == "openai:gpt-5"

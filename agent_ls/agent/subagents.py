@@ -81,6 +81,7 @@ MODEL_ALIASES = {  # Claude Code's aliases, for an Anthropic session
     "sonnet": "claude-sonnet-5-5",
     "opus": "claude-opus-5-5",
     "haiku": "claude-haiku-5-5",
+    "fable": "claude-fable-5-2",
 }
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
