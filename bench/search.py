@@ -9,8 +9,9 @@ Both sides do the same rg work, so the ratio is the tool's own cost:
   file's mtime (it shows the newest first), then either formats its answer;
 * the baseline is the same rg binary with the argv the tool builds (``grep_argv`` /
   ``list_argv``: the same flags, globs, ignore and hidden handling, cwd, stdin ``/dev/null``
-  and pipe size), its stdout read in 1 MiB reads and only counted (``{"type":"match"`` or
-  NUL), and rg killed at the same cap. For list_files, whose answer is the newest files
+  and pipe size), its stdout read as the tool reads it (``READ_CHUNK`` reads, ``PUMP_NAP``
+  after one that came short) and only counted (``{"type":"match"`` or NUL), and rg killed at
+  the same cap. For list_files, whose answer is the newest files
   first, that argv with ``--sortr modified`` (rg reads the mtimes and sorts) is the baseline;
   the plain ``rg --files`` listing is shown beside it (``info``) with what the mtimes cost.
 
@@ -162,7 +163,7 @@ def run_tool(loop: asyncio.AbstractEventLoop, tool: Any, raw: dict[str, Any], ct
 def run_rg(args: list[str], cwd: Path, marker: bytes, cap: int) -> int:
     """Raw rg: count ``marker`` in its output; kill it at the first record past ``cap``, as
     the tool does. Returns the records counted (at most ``cap``)."""
-    from agent_ls.tools.search import PIPE_BYTES, rg_binary
+    from agent_ls.tools.search import PIPE_BYTES, PUMP_NAP, READ_CHUNK, rg_binary
 
     proc = subprocess.Popen(
         [cast(str, rg_binary()), *args],
@@ -174,7 +175,7 @@ def run_rg(args: list[str], cwd: Path, marker: bytes, cap: int) -> int:
     )
     assert proc.stdout is not None
     fd, count, tail, killed = proc.stdout.fileno(), 0, b"", False
-    while chunk := os.read(fd, 1 << 20):
+    while chunk := os.read(fd, READ_CHUNK):
         buf = tail + chunk  # a marker may straddle two reads
         count += buf.count(marker)
         tail = buf[1 - len(marker) :] if len(marker) > 1 else b""
@@ -182,6 +183,8 @@ def run_rg(args: list[str], cwd: Path, marker: bytes, cap: int) -> int:
             proc.kill()
             killed = True
             break
+        if len(chunk) < READ_CHUNK:
+            time.sleep(PUMP_NAP)
     proc.stdout.close()
     proc.wait()
     if not killed and proc.returncode not in (0, 1):

