@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from lsprotocol import types
 
 from tests.editor_sim import editor
 from tests.fakeapi import FakeAPI, Fault, Turn, TurnUsage
@@ -290,3 +291,30 @@ async def test_compaction_reuses_the_cached_prefix_and_calls_no_tool(
     assert strip_cache(summary["messages"][: len(ask["messages"])]) == strip_cache(
         ask["messages"]
     )
+
+
+async def test_a_deprecated_model_is_named_once_with_its_end_of_life(
+    workspace: Path, api: Any
+) -> None:
+    """The SDK's deprecation table is the reference: Opus 4.5 still answers, until its date."""
+    from anthropic._data import DEPRECATED_MODELS
+
+    api.enqueue(Turn(text="one"), Turn(text="two"))
+    env = {**env_for(api), "AGENT_LS_MODEL": "anthropic:claude-opus-4-5"}
+    async with editor(workspace, env=env) as ed:
+        first = await ed.ask("hello")
+        await ed.ask("again", sessionId=first["sessionId"])
+        shown = [m.message for m in ed.client.messages if m.type == types.MessageType.Warning]
+    assert first["stopReason"] == "end_turn", first
+    warned = [m for m in shown if "claude-opus-4-5" in m]
+    assert len(warned) == 1, shown
+    assert DEPRECATED_MODELS["claude-opus-4-5"] in warned[0]
+    assert "anthropic:claude-sonnet-5-5" in warned[0]
+
+
+async def test_the_default_model_is_not_called_deprecated(workspace: Path, api: Any) -> None:
+    api.enqueue(Turn(text="one"))
+    async with editor(workspace, env=env_for(api)) as ed:
+        await ed.ask("hello")
+        shown = [m.message for m in ed.client.messages]
+    assert not any("deprecated" in m for m in shown), shown

@@ -149,7 +149,23 @@ class AgentService:
         if self._model is None or self._model_spec != spec:
             self._model = load_model(spec, in_worker=True)
             self._model_spec = spec
+            self._warn_if_deprecated(spec)
         return self._model
+
+    def _warn_if_deprecated(self, spec: str) -> None:
+        """Say once per configured model when its provider has set an end to its life."""
+        provider, _, name = spec.partition(":")
+        if provider != "anthropic":
+            return
+        from agent_ls import DEFAULT_MODEL
+        from agent_ls.models.claude_models import end_of_life
+
+        date = end_of_life(name)
+        if date is not None:
+            self.on_warning(
+                f"the model {name} is deprecated: its end of life is {date}, after which "
+                f"every request fails; switch to a current model, such as {DEFAULT_MODEL}"
+            )
 
     def tools(self) -> ToolRegistry:
         if self._tools is None:

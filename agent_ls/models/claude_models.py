@@ -14,8 +14,12 @@ level (``output_config.effort``); the others are not sent one.
 
 from __future__ import annotations
 
+import ast
+import functools
+import importlib.util
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 Thinking = Literal["always_adaptive", "adaptive", "budget"]
@@ -55,3 +59,38 @@ def claude_traits(model: str) -> ClaudeTraits:
     if major == 4 and minor >= 6:
         return _ADAPTIVE
     return _BUDGET
+
+
+def end_of_life(model: str) -> str | None:
+    """The end-of-life date the installed ``anthropic`` SDK gives for ``model`` (as it words
+    it, e.g. "January 22nd, 2027"), or None when it lists none."""
+    return _sdk_deprecations().get(model)
+
+
+@functools.cache
+def _sdk_deprecations() -> dict[str, str]:
+    """The SDK's ``DEPRECATED_MODELS`` table, read from its source without importing the SDK
+    (a second of imports the server leaves to the model worker): its literal, nothing run."""
+    try:
+        spec = importlib.util.find_spec("anthropic")
+        if spec is None or spec.origin is None:
+            return {}
+        path = Path(spec.origin).parent / "_data" / "deprecated_models.py"
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError, ImportError):
+        return {}
+    for node in tree.body:
+        target: ast.expr | None = None
+        if isinstance(node, ast.AnnAssign):
+            target = node.target
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+        value = getattr(node, "value", None)
+        if isinstance(target, ast.Name) and target.id == "DEPRECATED_MODELS" and value:
+            try:
+                table = ast.literal_eval(value)
+            except ValueError:
+                return {}
+            if isinstance(table, dict):
+                return {str(k): str(v) for k, v in table.items()}
+    return {}
