@@ -13,6 +13,7 @@ from lsprotocol import types
 
 from tests.editor_sim import editor
 from tests.fakeapi import FakeAPI, Fault, Turn, TurnUsage
+from tests.fakeapi.validate import strip_cache
 
 
 @pytest.fixture
@@ -28,14 +29,6 @@ def env_for(api: Any) -> dict[str, str]:
         "ANTHROPIC_BASE_URL": api.url,
         "ANTHROPIC_API_KEY": "test-key",
     }
-
-
-def strip_cache(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: strip_cache(v) for k, v in value.items() if k != "cache_control"}
-    if isinstance(value, list):
-        return [strip_cache(v) for v in value]
-    return value
 
 
 def tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:

@@ -32,6 +32,7 @@ from agent_ls.ports.model import (
     TurnComplete,
 )
 from tests.fakeapi import FakeAPI, Fault, Turn, TurnUsage
+from tests.fakeapi.validate import strip_cache
 
 MODEL = "claude-test-1"
 TOOLS = [
@@ -79,14 +80,6 @@ def final(events: list[ModelEvent]) -> TurnComplete:
     assert isinstance(events[-1], TurnComplete)
     assert sum(isinstance(e, TurnComplete) for e in events) == 1
     return events[-1]
-
-
-def strip_cache(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: strip_cache(v) for k, v in value.items() if k != "cache_control"}
-    if isinstance(value, list):
-        return [strip_cache(v) for v in value]
-    return value
 
 
 def cache_marks(value: Any) -> int:

@@ -18,7 +18,7 @@ import os
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from agent_ls.models.claude_models import claude_traits
+from agent_ls.models.claude_models import ClaudeTraits, claude_traits
 from agent_ls.models.errors import ANTHROPIC
 from agent_ls.models.sdk import (
     Once,
@@ -65,21 +65,13 @@ class AnthropicModel(SdkModel["anthropic.AsyncAnthropic"]):
     provider = "anthropic"
     default_context_window = DEFAULT_CONTEXT_WINDOW
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        context_window: int | None = None,
-    ) -> None:
-        self._traits = claude_traits(model)
-        super().__init__(
-            model,
-            api_key=api_key,
-            base_url=base_url,
-            context_window=context_window or self._traits.context_window,
-        )
+    @classmethod
+    def context_window_of(cls, model: str) -> int:
+        return claude_traits(model).context_window
+
+    @property
+    def _traits(self) -> ClaudeTraits:
+        return claude_traits(self._model)
 
     def _key(self) -> str | None:
         """The API key to pass the SDK; raises if no credential is configured at all."""

@@ -46,6 +46,7 @@ _ADAPTIVE = ClaudeTraits("adaptive", 200_000, DEFAULT_MAX_TOKENS, effort=True)
 _BUDGET = ClaudeTraits("budget", 200_000, DEFAULT_MAX_TOKENS, effort=False)
 
 
+@functools.cache
 def claude_traits(model: str) -> ClaudeTraits:
     """The traits of the Anthropic model ``model`` (an API model ID, no provider prefix)."""
     if _ALWAYS_THINKING.match(model):

@@ -109,8 +109,13 @@ class SdkModel(ABC, Generic[ClientT]):
         self._model = model
         self._api_key = api_key
         self._base_url = base_url
-        self._context_window = context_window or self.default_context_window
+        self._context_window = context_window or self.context_window_of(model)
         self._client: ClientT | None = None
+
+    @classmethod
+    def context_window_of(cls, model: str) -> int:
+        """The context window of ``model`` when the settings give none."""
+        return cls.default_context_window
 
     @property
     def name(self) -> str:

@@ -223,11 +223,12 @@ BINDING = re.compile(r"^claude-(?:(?:opus|sonnet|haiku)-(?:[5-9]|\d\d)|fable|myt
 UNBOUND = "The block is bound to a different conversation"
 
 
-def _plain(value: Any) -> Any:
+def strip_cache(value: Any) -> Any:
+    """``value`` without its ``cache_control`` marks (where a request puts them moves)."""
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items() if k != "cache_control"}
+        return {k: strip_cache(v) for k, v in value.items() if k != "cache_control"}
     if isinstance(value, list):
-        return [_plain(v) for v in value]
+        return [strip_cache(v) for v in value]
     return value
 
 
@@ -240,8 +241,8 @@ class ThinkingBindings:
 
     @staticmethod
     def _conversation(body: dict[str, Any], messages: list[Any]) -> str:
-        parts = [_plain(body.get("system")), _plain(body.get("tools")), _plain(messages)]
-        return json.dumps(parts, sort_keys=True)
+        parts = [body.get("system"), body.get("tools"), messages]
+        return json.dumps(strip_cache(parts), sort_keys=True)
 
     def record(self, body: Any, thinking: str, signature: str) -> None:
         """``thinking``/``signature`` were produced as the answer to ``body``."""
