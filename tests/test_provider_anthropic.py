@@ -594,3 +594,14 @@ async def test_a_retired_model_says_so_and_what_to_use(api: FakeAPI) -> None:
     assert "(404)" in message and not caught.value.retryable
     assert "claude-sonnet-4-5 reached its end of life on November 30th, 2026" in message
     assert "anthropic:claude-sonnet-5-5" in message
+
+
+def test_end_of_life_comes_from_the_sdks_own_table() -> None:
+    from anthropic._data import DEPRECATED_MODELS
+
+    from agent_ls.models.claude_models import end_of_life
+
+    assert DEPRECATED_MODELS  # the reference is not empty
+    for model, date in DEPRECATED_MODELS.items():
+        assert end_of_life(model) == date
+    assert end_of_life("claude-sonnet-5-5") is None

@@ -90,7 +90,7 @@ def _sdk_deprecations() -> dict[str, str]:
         if isinstance(target, ast.Name) and target.id == "DEPRECATED_MODELS" and value:
             try:
                 table = ast.literal_eval(value)
-            except ValueError:
+            except (ValueError, TypeError, SyntaxError, RecursionError):  # not a plain literal
                 return {}
             if isinstance(table, dict):
                 return {str(k): str(v) for k, v in table.items()}
