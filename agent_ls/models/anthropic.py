@@ -18,7 +18,7 @@ import os
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from agent_ls.models.claude_models import ClaudeTraits, claude_traits
+from agent_ls.models.claude_models import ClaudeTraits, claude_traits, end_of_life
 from agent_ls.models.errors import ANTHROPIC
 from agent_ls.models.sdk import (
     Once,
@@ -47,7 +47,6 @@ if TYPE_CHECKING:
 # The SDK release whose package bodies tests/test_sdk_import.py checked: only re-exports of
 # their own modules, so running them late changes nothing. Another release imports as usual.
 SDK_VERSION = "2.14.0"
-DEFAULT_CONTEXT_WINDOW = 200_000
 IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})  # tool results
 _STOP_REASONS = {"end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal"}
 
@@ -63,7 +62,6 @@ class AnthropicModel(SdkModel["anthropic.AsyncAnthropic"]):
     """``anthropic:<model>``. ``api_key``/``base_url`` default to the SDK's environment lookup."""
 
     provider = "anthropic"
-    default_context_window = DEFAULT_CONTEXT_WINDOW
 
     @classmethod
     def context_window_of(cls, model: str) -> int:
@@ -330,26 +328,17 @@ def status_error(exc: anthropic.APIStatusError, model: str) -> ModelError:
         headers=exc.response.headers,
         error_types=(exc.type,),
     )
-    end_of_life = deprecated_models().get(model) if exc.status_code == 404 else None
-    if end_of_life:
+    ended = end_of_life(model) if exc.status_code == 404 else None
+    if ended:
         from agent_ls import DEFAULT_MODEL
 
         error = ModelError(
-            f"{error} — {model} reached its end of life on {end_of_life}; "
+            f"{error} — {model} reached its end of life on {ended}; "
             f"use a current model, such as {DEFAULT_MODEL}",
             retryable=False,
         )
     return error
 
-
-def deprecated_models() -> dict[str, str]:
-    """The SDK's table of deprecated models and their end-of-life dates (empty if this SDK
-    release has none where we look)."""
-    try:
-        from anthropic._data import DEPRECATED_MODELS
-    except ImportError:
-        return {}
-    return dict(DEPRECATED_MODELS) if isinstance(DEPRECATED_MODELS, dict) else {}
 
 
 _WARM_STREAM = "".join(
