@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import subprocess
@@ -625,7 +626,38 @@ def test_block_reading_matches_a_plain_json_reading(
     # the answer lists them by path and line: a stable sort of the first ones kept
     in_order = sorted(kept, key=lambda m: (m[0], m[1]))
     assert [(m.path, m.line, m.text) for m in collector.ordered()] == in_order
-    assert (collector.files, collector.total, collector.more) == (files, total, more)
+    assert (collector.file_count, collector.total, collector.more) == (len(files), total, more)
+    assert collector.files <= files  # those told by path (all of them with a file filter)
+
+
+@pytest.mark.parametrize("pattern", ["needle", "", r"\bn\w+e\b", "é|needle"])
+def test_match_records_read_in_place_as_a_json_parse_reads_them(
+    tmp_path: Path, pattern: str
+) -> None:
+    # Lines with what could mislead a reader of rg's JSON that does not parse it all: field
+    # names in the text, escapes, characters before the match (a byte offset), no UTF-8.
+    write(tmp_path, "a.txt", '"},"lines":{"text":"needle\\"x\t\\u00e9 needle\n')
+    write(tmp_path, "b.txt", "ééé needle ✓ needle\r\nline_number needle\n")
+    write(tmp_path, 'q"uote.txt', "needle" + "x" * 700 + "\n")
+    write(tmp_path, "bytes.txt", b"caf\xe9 needle \xff\n")
+    argv = search.grep_argv(pattern, search.plan_filter(None, tmp_path))
+    text = subprocess.run([cast(str, rg_binary()), *argv], capture_output=True).stdout.decode()
+    checked = 0
+    for record in text.splitlines(keepends=True):
+        obj = json.loads(record)
+        if obj["type"] != "match":
+            continue
+        data = obj["data"]
+        lines_ = data["lines"]
+        raw = lines_["text"].encode() if "text" in lines_ else base64.b64decode(lines_["bytes"])
+        line = raw.decode("utf-8", "replace")
+        offset = data["submatches"][0]["start"] if data["submatches"] else 0
+        start = len(raw[:offset].decode("utf-8", "replace"))
+        expected = search.Match.of("p", data["line_number"], line, start)
+        at = text.index(record)
+        assert search._match_at("p", text, at)[0] == expected
+        checked += 1
+    assert checked >= 4
 
 
 @needs_proc
