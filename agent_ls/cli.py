@@ -207,6 +207,52 @@ def _demo(args: argparse.Namespace) -> int:
     return code
 
 
+def _warm(args: argparse.Namespace) -> int:
+    from agent_ls import DEFAULT_MODEL
+    from agent_ls.client import warm
+
+    directory = warm.socket_dir()
+    if directory is None:
+        print("agent-ls warm: no private folder for the socket (set XDG_RUNTIME_DIR)",
+              file=sys.stderr)
+        return 1
+    if args.status or args.stop:
+        found = warm.running(directory)
+        mine = warm.socket_path(directory, warm.fingerprint())
+        for path, status in found:
+            if args.stop:
+                warm.ask(directory, path, "stop")
+            use = "used by runs" if path == mine else "another installation's: not used"
+            print(
+                f"{'stopped' if args.stop else 'running'}: pid {status.get('pid')} ({use}), "
+                f"{status.get('served')} runs served, {status.get('running')} running now, "
+                f"exits after {float(status.get('idle', 0)):.0f} s unused"
+            )
+        if not found:
+            print("agent-ls warm: none running")
+        return 0 if found or args.stop else 1
+    spec = args.model or os.environ.get("AGENT_LS_MODEL") or DEFAULT_MODEL
+    if args.foreground:
+        def ready(path: str) -> None:
+            print(f"ready {path}", flush=True)
+            if not sys.stdout.isatty():  # whoever waited for that line stops reading
+                null = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(null, 1)
+                os.close(null)
+
+        return warm.serve_warm(main, spec, args.idle, ready)
+    from agent_ls.dirs import data_dir
+
+    try:
+        socket = warm.start_in_background(spec, args.idle, data_dir() / "warm.log")
+    except OSError as exc:
+        print(f"agent-ls warm: {exc}", file=sys.stderr)
+        return 1
+    print(f"agent-ls warm: ready ({spec}); runs fork from it until {args.idle:.0f} s unused "
+          f"(socket {socket})")
+    return 0
+
+
 def _mcp(args: argparse.Namespace) -> int:
     from agent_ls.client.headless import RunOptions, list_mcp_headless
 
@@ -396,6 +442,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--quiet", "-q", action="store_true", help="print only the answer")
     run.set_defaults(func=_run)
+
+    warm = sub.add_parser(
+        "warm", help="keep a warmed-up server in the background for `agent-ls run` to fork"
+    )
+    warm.add_argument("--model", "-m", help="the model whose SDK to load (default: as `run`)")
+    warm.add_argument(
+        "--idle", type=float, default=900.0, metavar="SECONDS",
+        help="exit after this long without a run (default 900)",
+    )
+    warm_do = warm.add_mutually_exclusive_group()
+    warm_do.add_argument("--status", action="store_true", help="list the running ones")
+    warm_do.add_argument("--stop", action="store_true", help="stop them (runs in flight finish)")
+    warm_do.add_argument(
+        "--foreground", action="store_true", help="serve in this process (logs to stderr)"
+    )
+    warm.set_defaults(func=_warm)
 
     demo = sub.add_parser("demo", help="an offline run on a bundled example project")
     demo.add_argument("--keep", action="store_true", help="keep the edited copy of the project")

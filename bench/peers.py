@@ -152,10 +152,11 @@ def _tree_cpu(root_pid: int) -> dict[str, float]:
 
 
 def _cpu_at_first_request(
-    fake: Fake, t0: float, pid: int, out: dict[str, dict[str, float]]
+    fake: Fake, t0: float, pids: list[int], out: dict[str, dict[str, float]]
 ) -> threading.Thread:
-    """Sample :func:`_tree_cpu` of ``pid`` the moment the fake records the first agent-loop
-    request since ``t0`` (a few ms late at worst): what each process spent before it."""
+    """Sample :func:`_tree_cpu` of each of ``pids`` the moment the fake records the first
+    agent-loop request since ``t0`` (a few ms late at worst): what each process spent before
+    it (``out["cpu"]``, ``out["cpu1"]``...)."""
 
     def watch() -> None:
         deadline = time.monotonic() + 60
@@ -165,19 +166,72 @@ def _cpu_at_first_request(
                 if left <= 0:
                     return
                 fake._cond.wait(left)
-        out["cpu"] = _tree_cpu(pid)
+        for i, pid in enumerate(pids):
+            out[f"cpu{i or ''}"] = _tree_cpu(pid)
 
     thread = threading.Thread(target=watch, daemon=True)
     thread.start()
     return thread
 
 
-def _headless(argv: list[str], root: Path, env: dict[str, str], fake: Fake) -> dict[str, float]:
+class Zygote:
+    """``agent-ls warm --foreground``, a child of the benchmark, for the warm side's runs:
+    its forked servers and workers are its children, so their CPU is counted through it."""
+
+    def __init__(self, work: Path, env: dict[str, str]) -> None:
+        self.dir = work / "warm"
+        self.env = {**env, "AGENT_LS_WARM_DIR": str(self.dir)}
+        self.log = work / "warm.log"
+        argv = [PY, "-m", "agent_ls", "warm", "--foreground", "--idle", "3600"]
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(
+                argv, cwd=work, env=self.env, stdout=subprocess.PIPE, stderr=log
+            )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line.startswith(b"ready "):
+            raise RuntimeError(f"agent-ls warm did not start: {self.log.read_text()[-800:]}")
+        self.pid = self.proc.pid
+        _LONG_LIVED.add(self.pid)
+        self.socket = Path(line[6:].decode().strip())
+
+    def served(self) -> int:
+        """How many runs it has forked servers for."""
+        from agent_ls.client.warm import ask
+
+        status = ask(self.dir, self.socket, "status") or {}
+        return int(status.get("served", -1))
+
+    def cpu(self) -> float:
+        """Its CPU seconds with its reaped children's."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return sum(int(f) for f in fields[11:15]) / _TICK
+
+    def settle(self, timeout: float = 10.0) -> None:
+        """Until every child of the last run is reaped (its CPU then is in :meth:`cpu`)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            tasks = Path(f"/proc/{self.pid}/task").iterdir()
+            if not any((t / "children").read_text().split() for t in tasks):
+                return
+            time.sleep(0.002)
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+        _LONG_LIVED.discard(self.pid)
+
+
+def _headless(
+    argv: list[str], root: Path, env: dict[str, str], fake: Fake, zygote: Zygote | None = None
+) -> dict[str, float]:
     cpu0 = _children_cpu()
+    zygote_cpu0 = zygote.cpu() if zygote is not None else 0.0
     t0 = now()
     proc = subprocess.Popen(argv, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     at_first: dict[str, dict[str, float]] = {}
-    watcher = _cpu_at_first_request(fake, t0, proc.pid, at_first)
+    pids = [proc.pid] if zygote is None else [proc.pid, zygote.pid]
+    watcher = _cpu_at_first_request(fake, t0, pids, at_first)
     assert proc.stdout is not None and proc.stderr is not None
     err: list[bytes] = []
     reader = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)  # type: ignore[union-attr]
@@ -191,7 +245,11 @@ def _headless(argv: list[str], root: Path, env: dict[str, str], fake: Fake) -> d
     gone = now()
     reader.join(timeout=5)
     watcher.join(timeout=5)
-    _reap_orphans({fake.proc.pid})
+    _reap_orphans(_kept(fake))
+    zygote_cpu = 0.0
+    if zygote is not None:
+        zygote.settle()
+        zygote_cpu = zygote.cpu() - zygote_cpu0
     text = (root / FILE).read_text(encoding="utf-8")
     if proc.returncode != 0 or NEW not in text:
         raise RuntimeError(
@@ -201,15 +259,21 @@ def _headless(argv: list[str], root: Path, env: dict[str, str], fake: Fake) -> d
     if len(main) < 3:
         raise RuntimeError(f"{argv[0]}: {len(main)} agent-loop requests, expected 3")
     cpu = at_first.get("cpu", {})
+    cpu_first = sum(cpu.values())
+    if zygote is not None:  # its own tree then, less what it had spent before the run
+        forked = at_first.get("cpu1", {})
+        cpu_first += sum(forked.values()) - zygote_cpu0
+        for name in ("agent-ls serve", "agent-ls worker"):
+            cpu[name] = cpu.get(name, 0.0) + forked.get(name, 0.0)
     result = {
         "first request": (main[0]["t"] - t0) * 1000,
         "whole task": (gone - t0) * 1000,
         "exit": (gone - last) * 1000,
         "request KB": sum(x["bytes"] for x in main) / 1024,
         # Every process of the side, reaped (the server by the client): robust to load.
-        "CPU ms": (_children_cpu() - cpu0) * 1000,
+        "CPU ms": (_children_cpu() - cpu0 + zygote_cpu) * 1000,
         # The same, up to the first request: less noisy than its wall time.
-        "CPU ms to first request": sum(cpu.values()) * 1000,
+        "CPU ms to first request": cpu_first * 1000,
     }
     for name, key in (("agent-ls serve", "server"), ("agent-ls worker", "worker")):
         if name in cpu:  # agent-ls's forked processes: where the first request's CPU goes
@@ -217,8 +281,15 @@ def _headless(argv: list[str], root: Path, env: dict[str, str], fake: Fake) -> d
     return result
 
 
-def agent_ls_run(work: Path, fake: Fake, checkout: Path | None = None) -> dict[str, float]:
-    root = _workspace(work, "ws-agent-ls")
+def _kept(fake: Fake) -> set[int]:
+    """The benchmark's own long-lived children, which :func:`_reap_orphans` leaves alone."""
+    return {fake.proc.pid, *_LONG_LIVED}
+
+
+_LONG_LIVED: set[int] = set()  # the warm process, while it runs
+
+
+def agent_ls_env(work: Path, fake: Fake, checkout: Path | None = None) -> dict[str, str]:
     env = _base_env()
     if checkout is not None:  # another checkout of agent-ls, in this Python
         env["PYTHONPATH"] = str(checkout)
@@ -227,9 +298,28 @@ def agent_ls_run(work: Path, fake: Fake, checkout: Path | None = None) -> dict[s
         AGENT_LS_MODEL="anthropic:claude-sonnet-5-5",
         ANTHROPIC_API_KEY="bench",
         ANTHROPIC_BASE_URL=fake.url,
+        AGENT_LS_WARM="0",  # cold: a warm process the user runs is not used
     )
+    return env
+
+
+def agent_ls_run(work: Path, fake: Fake, checkout: Path | None = None) -> dict[str, float]:
+    root = _workspace(work, "ws-agent-ls")
     argv = [PY, "-m", "agent_ls", "run", "--yes", "--json", "-q", PROMPT]
-    return _headless(argv, root, env, fake)
+    return _headless(argv, root, agent_ls_env(work, fake, checkout), fake)
+
+
+def agent_ls_warm_run(work: Path, fake: Fake, zygote: Zygote) -> dict[str, float]:
+    """``agent-ls run`` with ``agent-ls warm`` running: the server and worker are forked
+    from it (the run fails here if they are not: no server CPU would show)."""
+    root = _workspace(work, "ws-agent-ls-warm")
+    env = {**zygote.env, "AGENT_LS_WARM": "1"}
+    argv = [PY, "-m", "agent_ls", "run", "--yes", "--json", "-q", PROMPT]
+    served = zygote.served()
+    result = _headless(argv, root, env, fake, zygote)
+    if zygote.served() != served + 1:
+        raise RuntimeError("the warm run did not use the warm process")
+    return result
 
 
 def claude_run(work: Path, fake: Fake, peers: Path) -> dict[str, float]:
@@ -366,25 +456,35 @@ def main(argv: list[str] | None = None) -> int:
     if not _become_subreaper():
         print("note: not a subreaper here; CPU ms misses processes left to run on", file=sys.stderr)
     fake = Fake()
-    headless: dict[str, list[dict[str, float]]] = {"agent-ls run": [], "claude -p": []}
+    headless: dict[str, list[dict[str, float]]] = {
+        "agent-ls run": [],
+        "claude -p": [],
+        "agent-ls run (warm)": [],
+    }
     if args.compare:
         headless["agent-ls (compare)"] = []
     servers: dict[str, list[dict[str, float]]] = {"agent-ls serve": [], "copilot LS": []}
+    zygote: Zygote | None = None
     try:
         # One discarded warm-up of each (disk caches, Claude Code's first-run files).
         if args.only in (None, "run"):
+            zygote = Zygote(work, agent_ls_env(work, fake))
             agent_ls_run(work, fake)
+            agent_ls_warm_run(work, fake, zygote)
             claude_run(work, fake, args.peers)
         if args.only in (None, "serve"):
             agent_ls_serve(work)
             copilot_serve(work, args.peers)
-        _reap_orphans({fake.proc.pid})
+        _reap_orphans(_kept(fake))
         for r in range(args.rounds):
             sides: list[tuple[str, Any]] = []
             if args.only in (None, "run"):
+                assert zygote is not None
+                warm: Zygote = zygote
                 sides += [
                     ("agent-ls run", lambda: agent_ls_run(work, fake)),
                     ("claude -p", lambda: claude_run(work, fake, args.peers)),
+                    ("agent-ls run (warm)", lambda w=warm: agent_ls_warm_run(work, fake, w)),
                 ]
                 if args.compare:
                     sides.append(
@@ -399,7 +499,7 @@ def main(argv: list[str] | None = None) -> int:
                 result = run()
                 # A language server's orphans (its model worker, exiting with it) are reaped
                 # now: later, their CPU would count as the next headless side's.
-                _reap_orphans({fake.proc.pid})
+                _reap_orphans(_kept(fake))
                 (headless if name in headless else servers)[name].append(result)
                 print(
                     f"round {r + 1} {name}: "
@@ -407,12 +507,16 @@ def main(argv: list[str] | None = None) -> int:
                     file=sys.stderr,
                 )
     finally:
+        if zygote is not None:
+            zygote.close()
         fake.close()
         shutil.rmtree(work, ignore_errors=True)
     load = os.getloadavg()
     print(f"## Peers: {args.rounds} interleaved rounds, load average {load[0]:.2f} {load[1]:.2f}\n")
     if headless["agent-ls run"]:
         print(report("Headless task (3 turns), ms", ("agent-ls run", "claude -p"), headless))
+        title = "Headless task, `agent-ls warm` running (server and worker forked from it), ms"
+        print(report(title, ("agent-ls run (warm)", "claude -p"), headless))
         if args.compare:
             title = f"Headless task, this checkout vs {args.compare}, ms"
             print(report(title, ("agent-ls run", "agent-ls (compare)"), headless))

@@ -23,8 +23,10 @@ from agent_ls.forking import ForkedProcess, can_fork, fork_child
 if TYPE_CHECKING:
     import asyncio
 
+    from agent_ls.client.warm import WarmServer
+
 # The server, or a worker: a new interpreter, or this one forked.
-Server: TypeAlias = "subprocess.Popen[bytes] | ForkedProcess"
+Server: TypeAlias = "subprocess.Popen[bytes] | ForkedProcess | WarmServer"
 
 
 def server_argv(*, preload: bool) -> list[str]:
@@ -47,10 +49,18 @@ def spawn_server(
     the SDK one interpreter start-up sooner than the server could start it.
     ``main``: the CLI's entry point; given, and where :func:`agent_ls.forking.can_fork`, the
     server is this interpreter forked, running ``main(["serve", ...])``, not a new one.
+    Given with ``preload``, a warm process (``agent-ls warm``, :mod:`agent_ls.client.warm`)
+    that runs for this installation forks both instead, with everything loaded.
     """
     env = dict(os.environ)
     if model:
         env["AGENT_LS_MODEL"] = model
+    if preload and main is not None:
+        from agent_ls.client.warm import spawn_warm
+
+        warm = spawn_warm(cwd, env)  # forked by `agent-ls warm`, if one runs for us
+        if warm is not None:
+            return warm
     handed: tuple[int, ...] = ()
     err_read, err_write = os.pipe()  # the server's stderr, and its worker's
     if preload:
@@ -59,7 +69,7 @@ def spawn_server(
 
         try:
             spec = env.get("AGENT_LS_MODEL") or DEFAULT_MODEL
-            spawned = spawn_for_server(spec, env, cwd, err_write, _worker_main)
+            spawned = spawn_for_server(spec, env, cwd, err_write, worker_main)
         except OSError:  # the server starts its own
             spawned = None
         if spawned is not None:
@@ -127,7 +137,7 @@ def _fork_server(
     )
 
 
-def _worker_main(args: list[str]) -> int:
+def worker_main(args: list[str]) -> int:
     # Imported in the forked worker, not here first: the server and the worker start
     # sooner, and each imports asyncio on a core of its own.
     from agent_ls.models.worker import main
