@@ -365,3 +365,38 @@ def test_a_signal_reaches_the_forked_server_through_its_pidfd(workspace: Path, w
     seen = json.loads(done.stdout)
     assert seen == {"running": None, "code": -signal.SIGTERM, "again": -signal.SIGTERM}
     assert warm.served() == 1
+
+
+def test_a_stopped_warm_process_lets_its_runs_finish_and_takes_no_new_one(
+    workspace: Path, tmp_path: Path
+) -> None:
+    process = Warm(tmp_path / "warm", "--idle", "300")
+    slow = workspace.parent / "slow.json"
+    slow.write_text(json.dumps({"chunk_size": 4, "delay_ms": 20, "turns": [{"text": "b" * 400}]}))
+    env = {**process.env, "AGENT_LS_MODEL": f"script:{slow}"}
+    in_flight = subprocess.Popen(
+        [sys.executable, "-m", "agent_ls", "run", "--no", "-q", "write"],
+        cwd=workspace,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 30
+    while (process.status() or {}).get("running") != 1 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert warm_module.ask(process.folder, process.socket, "stop") is not None
+    # At once: a run now must not wait for an answer that will not come.
+    deadline = time.monotonic() + 5
+    while process.socket.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not process.socket.exists()
+    other = copy_of(workspace, "other")
+    started = time.monotonic()
+    done = run(other, process, EDIT_SCRIPT, "--yes", "-q", "Say Hi")
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - started < 30
+    out, err = in_flight.communicate(timeout=60)
+    assert in_flight.returncode == 0, err
+    assert out.decode().strip() == "b" * 400
+    assert process.proc.wait(timeout=30) == 0
+    assert "exiting after 1 runs" in process.log.read_text()

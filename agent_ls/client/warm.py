@@ -47,8 +47,9 @@ _HANDLED = (signal.SIGTERM, signal.SIGCHLD)  # what the zygote handles itself
 # -- where, and for what ----------------------------------------------------------------------
 
 
-def socket_dir() -> Path | None:
-    """This user's folder of warm sockets (created 0700), or None when it is not safely ours."""
+def socket_dir(*, create: bool = True) -> Path | None:
+    """This user's folder of warm sockets (created 0700 unless not ``create``), or None when
+    it is not there or not safely ours."""
     override = os.environ.get("AGENT_LS_WARM_DIR")  # tests, unusual set-ups
     if override:
         base = Path(override)
@@ -59,7 +60,8 @@ def socket_dir() -> Path | None:
 
         base = Path(tempfile.gettempdir()) / f"agent-ls-{os.getuid()}"
     try:
-        base.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if create:
+            base.mkdir(mode=0o700, parents=True, exist_ok=True)
         info = base.lstat()
     except OSError:
         return None
@@ -221,9 +223,9 @@ def spawn_warm(cwd: Path, env: dict[str, str]) -> WarmServer | None:
     process for this installation; None when there is none (or it fails): start cold."""
     if os.environ.get("AGENT_LS_WARM", "").strip() == "0" or not hasattr(socket, "send_fds"):
         return None
-    directory = socket_dir()
-    if directory is None:
-        return None
+    directory = socket_dir(create=False)
+    if directory is None or not any(directory.glob("warm-*.sock")):
+        return None  # the usual case: none runs, and a cold start pays for no fingerprint
     path = socket_path(directory, fingerprint())
     if not path.exists():
         return None
@@ -395,6 +397,7 @@ class Zygote:
         self._servers: dict[int, socket.socket] = {}
         self._last = time.monotonic()
         self._stopping = False
+        self._listening = True
         self.served = 0
 
     def serve(self) -> None:
@@ -413,6 +416,10 @@ class Zygote:
                 self._reap()
                 if not self._ours():
                     self._stopping = True  # replaced (a newer one) or removed: finish
+                if self._stopping and self._listening:
+                    # No new run waits for an answer that will not come: they start cold.
+                    selector.unregister(self._listener)
+                    self._close_listener()
                 if self._stopping and not self._servers:
                     return
                 timeout = None
@@ -428,6 +435,11 @@ class Zygote:
                     elif not self._stopping:
                         self._accept()
         finally:
+            self._close_listener()
+
+    def _close_listener(self) -> None:
+        if self._listening:
+            self._listening = False
             if self._ours():
                 with contextlib.suppress(OSError):
                     self._path.unlink()
