@@ -452,6 +452,11 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    import compileall
+
+    # As `pip install` does (see bench/coldstart.py): a module without its .pyc would be
+    # compiled at every start under PYTHONDONTWRITEBYTECODE=1.
+    compileall.compile_dir(REPO / "agent_ls", quiet=1)
     work = Path(tempfile.mkdtemp(prefix="agent-ls-peers-"))
     if not _become_subreaper():
         print("note: not a subreaper here; CPU ms misses processes left to run on", file=sys.stderr)

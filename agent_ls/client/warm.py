@@ -637,6 +637,9 @@ def serve_warm(
     idle for ``idle`` seconds, stopped or replaced. Returns the exit code."""
     import gc
 
+    if sys.platform != "linux":
+        _log("Linux only: elsewhere a process with the SDK loaded cannot safely fork")
+        return 1
     directory = socket_dir()
     if directory is None:
         _log("no private folder for the socket (set XDG_RUNTIME_DIR or AGENT_LS_WARM_DIR)")
@@ -678,6 +681,8 @@ def start_in_background(spec: str, idle: float, log: Path, timeout: float = 120.
     import select
     import subprocess
 
+    if sys.platform != "linux":
+        raise OSError("Linux only: elsewhere a process with the SDK loaded cannot safely fork")
     directory = socket_dir()
     if directory is None:
         raise OSError("no private folder for the socket (set XDG_RUNTIME_DIR or AGENT_LS_WARM_DIR)")
