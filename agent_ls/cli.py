@@ -224,7 +224,8 @@ def _warm(args: argparse.Namespace) -> int:
                 warm.ask(directory, path, "stop")
             use = "used by runs" if path == mine else "another installation's: not used"
             print(
-                f"{'stopped' if args.stop else 'running'}: pid {status.get('pid')} ({use}), "
+                f"{'stopped' if args.stop else 'running'}: pid {status.get('pid')} ({use}, "
+                f"{status.get('model') or 'no model'} loaded), "
                 f"{status.get('served')} runs served, {status.get('running')} running now, "
                 f"exits after {float(status.get('idle', 0)):.0f} s unused"
             )

@@ -277,6 +277,9 @@ def test_warm_starts_in_the_background_and_stops(tmp_path: Path) -> None:
     assert "ready" in started.stdout
     status = cli("--status")
     assert status.returncode == 0 and "used by runs" in status.stdout, status.stdout
+    from agent_ls import DEFAULT_MODEL
+
+    assert f"{DEFAULT_MODEL} loaded" in status.stdout  # the SDK it has ready
     pid = int(status.stdout.split("pid ")[1].split()[0])
     again = cli("--idle", "300")  # one per installation
     assert again.returncode == 0 and cli("--status").stdout.count("pid ") == 1

@@ -399,6 +399,7 @@ class Zygote:
         self._stopping = False
         self._listening = True
         self.served = 0
+        self.model = ""  # whose SDK it loaded (a run of another loads its own)
 
     def serve(self) -> None:
         import selectors
@@ -502,6 +503,7 @@ class Zygote:
                             "running": len(self._servers),
                             "served": self.served,
                             "idle": self._idle,
+                            "model": self.model,
                         }
                     )
                 )
@@ -667,6 +669,7 @@ def serve_warm(
     os.replace(temporary, path)  # a stale socket of a killed one is replaced at once
     _log(f"ready on {path} after {time.monotonic() - started:.2f} s ({spec})")
     zygote = Zygote(main, listener, path, idle)
+    zygote.model = spec
     ready(str(path))
     zygote.serve()
     _log(f"exiting after {zygote.served} runs")
