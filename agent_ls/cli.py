@@ -221,7 +221,7 @@ def _warm(args: argparse.Namespace) -> int:
         mine = warm.socket_path(directory, warm.fingerprint())
         for path, status in found:
             if args.stop:
-                warm.ask(directory, path, "stop")
+                warm.ask(path, "stop")
             use = "used by runs" if path == mine else "another installation's: not used"
             print(
                 f"{'stopped' if args.stop else 'running'}: pid {status.get('pid')} ({use}, "

@@ -199,7 +199,7 @@ class Zygote:
         """How many runs it has forked servers for."""
         from agent_ls.client.warm import ask
 
-        status = ask(self.dir, self.socket, "status") or {}
+        status = ask(self.socket, "status") or {}
         return int(status.get("served", -1))
 
     def cpu(self) -> float:

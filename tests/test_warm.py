@@ -71,7 +71,7 @@ class Warm:
         self.socket = Path(line[6:].strip())
 
     def status(self) -> dict[str, Any] | None:
-        return warm_module.ask(self.folder, self.socket, "status")
+        return warm_module.ask(self.socket, "status")
 
     def served(self) -> int:
         status = self.status()
@@ -387,7 +387,7 @@ def test_a_stopped_warm_process_lets_its_runs_finish_and_takes_no_new_one(
     deadline = time.monotonic() + 30
     while (process.status() or {}).get("running") != 1 and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert warm_module.ask(process.folder, process.socket, "stop") is not None
+    assert warm_module.ask(process.socket, "stop") is not None
     # At once: a run now must not wait for an answer that will not come.
     deadline = time.monotonic() + 5
     while process.socket.exists() and time.monotonic() < deadline:

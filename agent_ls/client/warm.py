@@ -34,7 +34,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-DEFAULT_IDLE = 900.0  # seconds without a run before the warm process exits
 REPLY_TIMEOUT = 2.0  # seconds a run waits for the zygote's answer before starting cold
 REQUEST_LIMIT = 1 << 20  # bytes: a request's JSON (the environment is most of it)
 # Read when a module is imported, not when it is used: a process that imported the SDK with
@@ -297,7 +296,7 @@ def _receive(sock: socket.socket) -> tuple[dict[str, Any], list[int], bytes]:
     return reply, list(fds), rest
 
 
-def ask(directory: Path, path: Path, op: str) -> dict[str, Any] | None:
+def ask(path: Path, op: str) -> dict[str, Any] | None:
     """Send ``op`` (``status`` or ``stop``) to the warm process at ``path``; its answer, or
     None when none answers there."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -321,7 +320,7 @@ def running(directory: Path) -> list[tuple[Path, dict[str, Any]]]:
     """Every warm process of this user that answers, with its status; stale sockets go."""
     found = []
     for path in sorted(directory.glob("warm-*.sock")):
-        status = ask(directory, path, "status")
+        status = ask(path, "status")
         if status is None:
             with contextlib.suppress(OSError):
                 path.unlink()  # nobody listens: left by a process that was killed
@@ -656,7 +655,7 @@ def serve_warm(
         return 1
     key = fingerprint()
     path = socket_path(directory, key)
-    if ask(directory, path, "status") is not None:
+    if ask(path, "status") is not None:
         _log(f"one is running already on {path}")
         ready(str(path))
         return 0
@@ -692,7 +691,7 @@ def start_in_background(spec: str, idle: float, log: Path, timeout: float = 120.
     key = fingerprint()
     for path, _ in running(directory):
         if path != socket_path(directory, key):
-            ask(directory, path, "stop")
+            ask(path, "stop")
     log.parent.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "agent_ls", "warm", "--foreground", "--idle", str(idle)]
     with open(log, "ab") as log_file:
