@@ -211,14 +211,16 @@ def _warm(args: argparse.Namespace) -> int:
     from agent_ls import DEFAULT_MODEL
     from agent_ls.client import warm
 
-    directory = warm.socket_dir()
-    if directory is None:
-        print("agent-ls warm: no private folder for the socket (set XDG_RUNTIME_DIR)",
-              file=sys.stderr)
+    directory = warm.socket_dir(create=not (args.status or args.stop))
+    if directory is None and not (args.status or args.stop):
+        print(
+            "agent-ls warm: no private folder for the socket (set XDG_RUNTIME_DIR)",
+            file=sys.stderr,
+        )
         return 1
     if args.status or args.stop:
-        found = warm.running(directory)
-        mine = warm.socket_path(directory, warm.fingerprint())
+        found = warm.running(directory) if directory is not None else []
+        mine = warm.socket_path(directory, warm.fingerprint()) if directory else None
         for path, status in found:
             if args.stop:
                 warm.ask(path, "stop")

@@ -403,3 +403,19 @@ def test_a_stopped_warm_process_lets_its_runs_finish_and_takes_no_new_one(
     assert out.decode().strip() == "b" * 400
     assert process.proc.wait(timeout=30) == 0
     assert "exiting after 1 runs" in process.log.read_text()
+
+
+def test_status_without_a_socket_folder_says_none_and_creates_nothing(tmp_path: Path) -> None:
+    folder = tmp_path / "never"
+    env = {**os.environ, "AGENT_LS_WARM_DIR": str(folder)}
+    for flag, code in (("--status", 1), ("--stop", 0)):
+        done = subprocess.run(
+            [sys.executable, "-m", "agent_ls", "warm", flag],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == code, done.stderr
+        assert "none running" in done.stdout
+    assert not folder.exists()

@@ -69,7 +69,7 @@ def spawn_server(
 
         try:
             spec = env.get("AGENT_LS_MODEL") or DEFAULT_MODEL
-            spawned = spawn_for_server(spec, env, cwd, err_write, worker_main)
+            spawned = spawn_for_server(spec, env, cwd, err_write, _worker_main)
         except OSError:  # the server starts its own
             spawned = None
         if spawned is not None:
@@ -137,7 +137,7 @@ def _fork_server(
     )
 
 
-def worker_main(args: list[str]) -> int:
+def _worker_main(args: list[str]) -> int:
     # Imported in the forked worker, not here first: the server and the worker start
     # sooner, and each imports asyncio on a core of its own.
     from agent_ls.models.worker import main

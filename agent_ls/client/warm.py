@@ -688,10 +688,11 @@ def start_in_background(spec: str, idle: float, log: Path, timeout: float = 120.
     directory = socket_dir()
     if directory is None:
         raise OSError("no private folder for the socket (set XDG_RUNTIME_DIR or AGENT_LS_WARM_DIR)")
-    key = fingerprint()
+    mine = socket_path(directory, fingerprint())
     for path, _ in running(directory):
-        if path != socket_path(directory, key):
-            ask(path, "stop")
+        if path == mine:
+            return str(path)  # one is serving this installation already
+        ask(path, "stop")
     log.parent.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "agent_ls", "warm", "--foreground", "--idle", str(idle)]
     with open(log, "ab") as log_file:
