@@ -806,3 +806,25 @@ def test_rg_runs_below_the_editor_with_every_thread_it_started_before_or_after()
     finally:
         child.kill()
         child.wait()
+
+
+@pytest.mark.parametrize("include", [None, "*.txt"], ids=["every-file", "include-glob"])
+async def test_past_the_kept_matches_the_answer_shows_the_first_by_path_and_counts_all(
+    tmp_path: Path, include: str | None
+) -> None:
+    # Past MATCH_STORE_LIMIT rg's matches are only counted: the shown lines must still be
+    # the first kept ones by path and line, and the counts must reach the end of rg's output.
+    per_file = 1_500
+    for name in ("b.txt", "a.txt", "c.txt"):
+        write(tmp_path, name, "".join(f"hit {n}\n" for n in range(per_file)))
+    out = lines(await grep(Workspace([tmp_path]), "hit", include=include))
+    # rg's order of the files varies; whichever two it read first, a.txt's first lines (or
+    # b.txt's, if a.txt came last) lead the answer, in line order.
+    first = out[0].split(":")[0]
+    assert first in ("a.txt", "b.txt")
+    assert out[:200] == [f"{first}:{n + 1}: hit {n}" for n in range(200)]
+    total = 3 * per_file
+    assert out[-1] == (
+        f"({total - 200:,} more matches not shown, {total:,} in 3 files; "
+        "narrow the pattern, path or include glob)"
+    )
