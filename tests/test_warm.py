@@ -419,3 +419,18 @@ def test_status_without_a_socket_folder_says_none_and_creates_nothing(tmp_path: 
         assert done.returncode == code, done.stderr
         assert "none running" in done.stdout
     assert not folder.exists()
+
+
+def test_a_second_warm_process_for_the_same_installation_steps_aside(warm: Warm) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "agent_ls", "warm", "--foreground"],
+        env=warm.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"ready {warm.socket}"
+    assert "one is running already" in done.stderr
+    status = warm.status()
+    assert status is not None and status["pid"] == warm.proc.pid

@@ -387,6 +387,7 @@ class Zygote:
         listener: socket.socket,
         path: Path,
         idle: float,
+        model: str,
     ) -> None:
         self._main = main
         self._listener = listener
@@ -398,7 +399,7 @@ class Zygote:
         self._stopping = False
         self._listening = True
         self.served = 0
-        self.model = ""  # whose SDK it loaded (a run of another loads its own)
+        self.model = model  # whose SDK it loaded (a run of another loads its own)
 
     def serve(self) -> None:
         import selectors
@@ -492,7 +493,8 @@ class Zygote:
             request, fds = _read_request(conn)
             op = request.get("op")
             if op == "run" and len(fds) == 3:
-                keep = self._run(conn, request, fds)
+                self._run(conn, request, fds)
+                keep = True  # the connection now waits for the server's exit
             elif op == "status":
                 conn.sendall(
                     _line(
@@ -522,9 +524,9 @@ class Zygote:
             if not keep:
                 conn.close()
 
-    def _run(self, conn: socket.socket, request: dict[str, Any], fds: list[int]) -> bool:
-        """Fork the run's worker and server; True once the server runs (``conn`` then waits
-        for its exit)."""
+    def _run(self, conn: socket.socket, request: dict[str, Any], fds: list[int]) -> None:
+        """Fork the run's worker and server, and answer their pids on ``conn``. Raises
+        ``OSError`` (nothing runs) when it cannot."""
         from agent_ls import DEFAULT_MODEL
         from agent_ls.forking import can_fork, fork_child
         from agent_ls.models.remote import spawn_for_server
@@ -576,7 +578,6 @@ class Zygote:
             if pidfd is not None:
                 os.close(pidfd)
         self._servers[pid] = conn
-        return True
 
 
 def _read_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
@@ -645,6 +646,11 @@ def serve_warm(
     if directory is None:
         _log("no private folder for the socket (set XDG_RUNTIME_DIR or AGENT_LS_WARM_DIR)")
         return 1
+    path = socket_path(directory, fingerprint())
+    if ask(path, "status") is not None:  # before a second of imports for nothing
+        _log(f"one is running already on {path}")
+        ready(str(path))
+        return 0
     gc.disable()  # the imports build long-lived objects only (see agent.warmup.pause_gc)
     started = time.monotonic()
     preload(spec)
@@ -653,12 +659,6 @@ def serve_warm(
     if threading.active_count() != 1:
         _log("the preload started a thread: a fork could deadlock; not serving")
         return 1
-    key = fingerprint()
-    path = socket_path(directory, key)
-    if ask(path, "status") is not None:
-        _log(f"one is running already on {path}")
-        ready(str(path))
-        return 0
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     temporary = directory / f".warm-{os.getpid()}.sock"
     with contextlib.suppress(FileNotFoundError):
@@ -667,8 +667,7 @@ def serve_warm(
     listener.listen(16)
     os.replace(temporary, path)  # a stale socket of a killed one is replaced at once
     _log(f"ready on {path} after {time.monotonic() - started:.2f} s ({spec})")
-    zygote = Zygote(main, listener, path, idle)
-    zygote.model = spec
+    zygote = Zygote(main, listener, path, idle, spec)
     ready(str(path))
     zygote.serve()
     _log(f"exiting after {zygote.served} runs")
