@@ -8,12 +8,15 @@ Both sides do the same rg work, so the ratio is the tool's own cost:
   or the first file past ``LIST_COLLECT_LIMIT`` (list); list_files also reads every listed
   file's mtime (it shows the newest first), then either formats its answer;
 * the baseline is the same rg binary with the argv the tool builds (``grep_argv`` /
-  ``list_argv``: the same flags, globs, ignore and hidden handling, cwd, stdin ``/dev/null``
-  and pipe size), its stdout read as the tool reads it (``READ_CHUNK`` reads, ``PUMP_NAP``
-  after one that came short) and only counted (``{"type":"match"`` or NUL), and rg killed at
-  the same cap. For list_files, whose answer is the newest files
-  first, that argv with ``--sortr modified`` (rg reads the mtimes and sorts) is the baseline;
-  the plain ``rg --files`` listing is shown beside it (``info``) with what the mtimes cost.
+  ``list_argv``: the same output format, flags, globs, ignore and hidden handling, cwd, stdin
+  ``/dev/null`` and pipe size), its stdout read as the tool reads it (``READ_CHUNK`` reads,
+  ``PUMP_NAP`` after one that came short) and only counted (the two ``FIELD_SEP`` bytes of a
+  match line, or a path's NUL), and rg killed at the same cap. For list_files, whose answer
+  is the newest files first, that argv with ``--sortr modified`` (rg reads the mtimes and
+  sorts) is the baseline; the plain ``rg --files`` listing is shown beside it (``info``) with
+  what the mtimes cost;
+* grep is also measured against ``rg --json`` with the tool's other flags (its records
+  counted by their ``{"type":"match"`` start): the baseline issue #19 names.
 
 Warm page cache (one discarded run of each first).
 
@@ -53,6 +56,7 @@ GREP_QUERIES = {
 }
 LIST_QUERIES = {"**/*.py": "**/*.py", "every file": "**/*"}
 RG_MATCH = b'{"type":"match"'
+MATCH_LINE_SEPS = 2  # a match line of grep_search's argv holds two FIELD_SEP bytes
 
 
 def _ignore(directory: str, names: list[str]) -> set[str]:
@@ -160,9 +164,10 @@ def run_tool(loop: asyncio.AbstractEventLoop, tool: Any, raw: dict[str, Any], ct
     return int(out.get("matches", out.get("count", 0)))
 
 
-def run_rg(args: list[str], cwd: Path, marker: bytes, cap: int) -> int:
-    """Raw rg: count ``marker`` in its output; kill it at the first record past ``cap``, as
-    the tool does. Returns the records counted (at most ``cap``)."""
+def run_rg(args: list[str], cwd: Path, marker: bytes, cap: int, per_record: int = 1) -> int:
+    """Raw rg: count ``marker`` (``per_record`` times in a record) in its output; kill it at
+    the first record past ``cap``, as the tool does. Returns the records counted (at most
+    ``cap``)."""
     from agent_ls.tools.search import PIPE_BYTES, PUMP_NAP, READ_CHUNK, rg_binary
 
     proc = subprocess.Popen(
@@ -179,7 +184,7 @@ def run_rg(args: list[str], cwd: Path, marker: bytes, cap: int) -> int:
         buf = tail + chunk  # a marker may straddle two reads
         count += buf.count(marker)
         tail = buf[1 - len(marker) :] if len(marker) > 1 else b""
-        if count > cap:
+        if count > cap * per_record:
             proc.kill()
             killed = True
             break
@@ -189,7 +194,7 @@ def run_rg(args: list[str], cwd: Path, marker: bytes, cap: int) -> int:
     proc.wait()
     if not killed and proc.returncode not in (0, 1):
         raise RuntimeError(f"rg failed with exit status {proc.returncode}")
-    return min(count, cap)
+    return min(count // per_record, cap)
 
 
 def listing(args: list[str], cwd: Path) -> list[str]:
@@ -245,8 +250,10 @@ def measure(config: Config, variants: dict[str, Any]) -> tuple[Timings, dict[str
 
 def run(config: Config) -> list[Row]:
     from agent_ls.tools.search import (
+        FIELD_SEP,
         LIST_COLLECT_LIMIT,
         MATCH_COUNT_LIMIT,
+        PRINT_ARGS,
         GrepSearch,
         ListFiles,
         grep_argv,
@@ -262,11 +269,16 @@ def run(config: Config) -> list[Row]:
     try:
         for label, pattern in GREP_QUERIES.items():
             grep_args = grep_argv(pattern, plan_filter(None, tree))
+            # The issue's baseline: rg's JSON, with the tool's other flags.
+            json_args = ["--json", *grep_args[len(PRINT_ARGS) :]]
             times, counts = measure(
                 config,
                 {
                     "tool": lambda p=pattern: run_tool(loop, GrepSearch(), {"pattern": p}, ctx),
-                    "rg": lambda a=grep_args: run_rg(a, tree, RG_MATCH, MATCH_COUNT_LIMIT),
+                    "rg": lambda a=grep_args: run_rg(
+                        a, tree, FIELD_SEP, MATCH_COUNT_LIMIT, MATCH_LINE_SEPS
+                    ),
+                    "rg --json": lambda a=json_args: run_rg(a, tree, RG_MATCH, MATCH_COUNT_LIMIT),
                 },
             )
             rows.append(
@@ -276,9 +288,22 @@ def run(config: Config) -> list[Row]:
                     "ms",
                     summarize(times["tool"]),
                     summarize(times["rg"]),
-                    f"rg --json, same argv, killed past {MATCH_COUNT_LIMIT:,} matches",
+                    f"rg, same argv, killed past {MATCH_COUNT_LIMIT:,} matches",
                     Target(1.1, "ratio"),
                     note=f"matching lines: tool {counts['tool']:,}, rg {counts['rg']:,}",
+                )
+            )
+            rows.append(
+                Row(
+                    NAME,
+                    f"grep_search {label}, against rg --json",
+                    "ms",
+                    summarize(times["tool"]),
+                    summarize(times["rg --json"]),
+                    f"rg --json, the same flags otherwise, killed past {MATCH_COUNT_LIMIT:,} "
+                    "matches",
+                    Target(1.1, "ratio"),
+                    note=f"matching lines: rg --json {counts['rg --json']:,}",
                 )
             )
         for label, pattern in LIST_QUERIES.items():

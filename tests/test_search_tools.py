@@ -333,6 +333,33 @@ async def test_grep_non_utf8_content(tmp_path: Path) -> None:
     assert out == ["latin1.txt:1: caf\ufffd = 'needle'"]
 
 
+async def test_grep_says_a_binary_file_named_as_the_path_matches(tmp_path: Path) -> None:
+    # rg shows no lines of a binary file it was named; the answer says what rg says, not
+    # "No matches", and a binary file met while walking a folder shows the lines before
+    # its first NUL (as rg does).
+    write(tmp_path, "logo.bin", b"needle\0\x89PNG needle\n")
+    write(tmp_path, "late.txt", b"needle 1\n" + b"z" * 70_000 + b"\nneedle\0\n")
+    result = await grep(Workspace([tmp_path]), "needle", path="logo.bin")
+    assert lines(result) == ['logo.bin: binary file matches (found "\\0" byte around offset 6)']
+    assert result.raw_output == {"matches": 0}
+    result = await grep(Workspace([tmp_path]), "needle")
+    assert lines(result) == ["late.txt:1: needle 1"]
+    assert result.raw_output == {"matches": 1, "files": 1}
+    result = await grep(Workspace([tmp_path]), "absent", path="logo.bin")
+    assert lines(result) == ["No matches for absent"]
+
+
+async def test_a_file_rg_cannot_read_does_not_fail_the_search(tmp_path: Path) -> None:
+    # rg says "rg: PATH: ..." about a file it could not read (exit 2) and searches on; only
+    # an error before the search (a bad pattern) fails it.
+    missing = str(tmp_path / "gone")
+    run = await run_rg(["-e", "x", "--", missing], tmp_path, lambda _b: True, time_limit=10)
+    assert run.returncode == 2 and run.stderr.startswith(f"rg: {missing}: ")
+    assert not run.fatal
+    run = await run_rg(["-e", "x(", "--", missing], tmp_path, lambda _b: True, time_limit=10)
+    assert run.returncode == 2 and run.fatal
+
+
 async def test_grep_open_buffer_wins_over_disk(tree: Path) -> None:
     app = tree / "src/app.py"
     ws = BufferedWorkspace(
@@ -495,7 +522,7 @@ async def test_stopping_early_kills_and_reaps_rg(big_tree: Path) -> None:
             seen.append(block)
             return False
 
-        args = ["--json", "--no-config", "-e", "words", "--", str(big_tree)]
+        args = ["--no-config", "-e", "words", "--", str(big_tree)]
         run = await asyncio.wait_for(run_rg(args, big_tree, first_only, time_limit=10), 10)
         assert run.stopped and not run.timed_out and len(seen) == 1
         assert rg_children() == []
@@ -555,11 +582,42 @@ def test_glob_approximation(glob: str, path: str, expected: bool) -> None:
 # --------------------------------------------------------------------------- streaming and caps
 
 
+def json_argv(pattern: str, root: Path) -> list[str]:
+    """rg's JSON for what grep_search searches (written out here, not taken from the
+    product), in path order: the independent reading the tool's must agree with."""
+    return [
+        *("--json", "--sort", "path", "--no-config", "--no-require-git", "--hidden"),
+        *("--glob", "!.git", "--max-filesize", "10M", "-e", pattern, "--", str(root)),
+    ]
+
+
+def tool_output(pattern: str, root: Path) -> bytes:
+    """rg's output for grep_search's own argv, in path order as ``json_argv``'s."""
+    argv = ["--sort", "path", *search.grep_argv(pattern, search.plan_filter(None, root))]
+    return subprocess.run([cast(str, rg_binary()), *argv], capture_output=True).stdout
+
+
+def json_match(path: str, data: dict[str, Any]) -> search.Match:
+    """A match as rg's JSON tells it: the line (base64 when not UTF-8) and the byte offset
+    of its first submatch, turned into characters."""
+    lines_ = data["lines"]
+    raw = lines_["text"].encode() if "text" in lines_ else base64.b64decode(lines_["bytes"])
+    offset = data["submatches"][0]["start"] if data["submatches"] else 0
+    start = len(raw[:offset].decode("utf-8", "replace"))
+    return search.Match.of(path, data["line_number"], raw.decode("utf-8", "replace"), start)
+
+
+def json_path(obj: dict[str, Any]) -> str:
+    if "text" in obj:
+        return str(obj["text"])
+    return os.fsdecode(base64.b64decode(obj["bytes"]))
+
+
 def reference_collect(
     output: bytes, accepts: Any, store_limit: int, count_limit: int
 ) -> tuple[list[tuple[str, int, str]], set[str], int, bool]:
-    """What grep_search keeps and counts of rg's JSON, one json.loads per record (the plain
-    reading the block parser must agree with)."""
+    """What grep_search keeps and counts, read from rg's JSON with one json.loads per
+    record (the plain reading the tool's block parser must agree with)."""
     kept: list[tuple[str, int, str]] = []
     files: set[str] = set()
     total, more, current, skip = 0, False, "", False
@@ -568,14 +626,14 @@ def reference_collect(
             continue
         obj = json.loads(record)
         if obj["type"] == "begin":
-            current = search._rg_path(obj["data"]["path"])
+            current = json_path(obj["data"]["path"])
             skip = not accepts(current)
         elif obj["type"] == "match" and not skip:
             if total >= count_limit:
                 more = True
                 break
             if len(kept) < store_limit:
-                m = search._match_from_rg(current, obj["data"])
+                m = json_match(current, obj["data"])
                 kept.append((m.path, m.line, m.text))
             files.add(current)
             total += 1
@@ -584,23 +642,27 @@ def reference_collect(
 
 @pytest.fixture(scope="module")
 def odd_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Files rg reports in every form: escaped and non-UTF-8 names, non-UTF-8 and long lines,
-    many matches per file and one."""
+    """Files rg reports in every form: escaped and non-UTF-8 names, names with a line break,
+    a colon or digits, non-UTF-8 and long lines, many matches per file and one, a binary file
+    whose NUL comes after matches."""
     root = tmp_path_factory.mktemp("odd")
     for i in range(40):
         body = "".join(f"{i} needle {n} {'é' * (n % 3)}\n" for n in range(i * 3 + 1))
         write(root, f"d{i % 4}/f{i}.txt", body)
     write(root, 'quote"and\\slash.txt', "needle in an odd name\n")
     write(root, "tab\tname.txt", "needle\n")
+    write(root, "line\nbreak.txt", "needle after a line break in the name\n")
+    write(root, "12:3:colon.txt", "needle\n2 needle\n")
     write(root, "long.txt", "x" * 900 + " needle " + "y" * 900 + "\n")
     write(root, "bytes.txt", b"caf\xe9 needle \xff\n")
+    write(root, "late-binary.txt", b"needle 1\nneedle 2\n" + b"z" * 70_000 + b"\nneedle\0\n")
     (root / os.fsdecode(b"name\xff.txt")).write_bytes(b"needle in a non-UTF-8 name\n")
     return root
 
 
 @pytest.mark.parametrize("chunk", [1, 7, 64, 700, 4096, 1 << 16])
 @pytest.mark.parametrize(
-    ("store_limit", "count_limit"), [(2000, 5000), (5, 12), (30, 100), (3, 900)]
+    ("store_limit", "count_limit"), [(2000, 5000), (5, 12), (30, 100), (3, 900), (1, 1)]
 )
 @pytest.mark.parametrize("reject", [True, False])
 def test_block_reading_matches_a_plain_json_reading(
@@ -608,8 +670,10 @@ def test_block_reading_matches_a_plain_json_reading(
 ) -> None:
     monkeypatch.setattr(search, "MATCH_STORE_LIMIT", store_limit)
     monkeypatch.setattr(search, "MATCH_COUNT_LIMIT", count_limit)
-    argv = search.grep_argv("needle", search.plan_filter(None, odd_tree))
-    output = subprocess.run([cast(str, rg_binary()), *argv], capture_output=True).stdout
+    output = tool_output("needle", odd_tree)
+    reference = subprocess.run(
+        [cast(str, rg_binary()), *json_argv("needle", odd_tree)], capture_output=True
+    ).stdout
 
     def accepts(path: str) -> bool:
         return "d1" not in path or not reject  # a rejected file's matches are not counted
@@ -622,42 +686,39 @@ def test_block_reading_matches_a_plain_json_reading(
             break
     else:
         blocks.end()
-    kept, files, total, more = reference_collect(output, accepts, store_limit, count_limit)
+    kept, files, total, more = reference_collect(reference, accepts, store_limit, count_limit)
+    assert total == min(count_limit, 2_000) or total > 1_000
+    if count_limit == 5000:  # every file: the odd names among them
+        assert {"line\nbreak.txt", "late-binary.txt"} <= {Path(f).name for f in files}
     # the answer lists them by path and line: a stable sort of the first ones kept
     in_order = sorted(kept, key=lambda m: (m[0], m[1]))
     assert [(m.path, m.line, m.text) for m in collector.ordered()] == in_order
     assert (collector.file_count, collector.total, collector.more) == (len(files), total, more)
     assert collector.files <= files  # those told by path (all of them with a file filter)
+    assert collector.notices() == []
 
 
-@pytest.mark.parametrize("pattern", ["needle", "", r"\bn\w+e\b", "é|needle"])
-def test_match_records_read_in_place_as_a_json_parse_reads_them(
-    tmp_path: Path, pattern: str
-) -> None:
-    # Lines with what could mislead a reader of rg's JSON that does not parse it all: field
-    # names in the text, escapes, characters before the match (a byte offset), no UTF-8.
+@pytest.mark.parametrize("pattern", ["needle", "", r"\bn\w+e\b", "é|needle", "✓"])
+def test_match_lines_read_as_a_json_parse_reads_them(tmp_path: Path, pattern: str) -> None:
+    # Lines with what could mislead a reader of rg's lines: field separators, JSON and
+    # digits in the text, characters before the match (a byte offset), no UTF-8, a long
+    # line clipped around its match, a carriage return.
     write(tmp_path, "a.txt", '"},"lines":{"text":"needle\\"x\t\\u00e9 needle\n')
-    write(tmp_path, "b.txt", "ééé needle ✓ needle\r\nline_number needle\n")
-    write(tmp_path, 'q"uote.txt', "needle" + "x" * 700 + "\n")
+    write(tmp_path, "b.txt", "ééé needle ✓ needle\r\nline_number 3:4: needle\n")
+    write(tmp_path, 'q"uote.txt', "é" * 400 + "needle" + "x" * 700 + "\n")
     write(tmp_path, "bytes.txt", b"caf\xe9 needle \xff\n")
-    argv = search.grep_argv(pattern, search.plan_filter(None, tmp_path))
-    text = subprocess.run([cast(str, rg_binary()), *argv], capture_output=True).stdout.decode()
-    checked = 0
-    for record in text.splitlines(keepends=True):
+    reference = subprocess.run(
+        [cast(str, rg_binary()), *json_argv(pattern, tmp_path)], capture_output=True
+    ).stdout
+    expected = []
+    for record in reference.splitlines():
         obj = json.loads(record)
-        if obj["type"] != "match":
-            continue
-        data = obj["data"]
-        lines_ = data["lines"]
-        raw = lines_["text"].encode() if "text" in lines_ else base64.b64decode(lines_["bytes"])
-        line = raw.decode("utf-8", "replace")
-        offset = data["submatches"][0]["start"] if data["submatches"] else 0
-        start = len(raw[:offset].decode("utf-8", "replace"))
-        expected = search.Match.of("p", data["line_number"], line, start)
-        at = text.index(record)
-        assert search._match_at("p", text, at)[0] == expected
-        checked += 1
-    assert checked >= 4
+        if obj["type"] == "match":
+            expected.append(json_match(json_path(obj["data"]["path"]), obj["data"]))
+    collector = search._MatchCollector(None)
+    collector.feed()(tool_output(pattern, tmp_path))
+    assert list(collector.ordered()) == sorted(expected, key=lambda m: (m.path, m.line))
+    assert len(expected) >= (1 if pattern == "✓" else 4)
 
 
 @needs_proc

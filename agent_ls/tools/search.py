@@ -14,28 +14,26 @@ searched as if it were on disk. A buffer is only searched when rg would have sea
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import fcntl
 import heapq
-import json
 import os
 import re
 import selectors
 import shutil
 import subprocess
+import sys
 import sysconfig
 import tempfile
 import threading
 import time
 import warnings
-from _json import scanstring
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from pydantic import BaseModel, Field
 
@@ -69,17 +67,26 @@ COMMON_ARGS = (
     "--glob",
     "!.git",
 )
-SEARCH_ARGS = ("--json", *COMMON_ARGS, "--max-filesize", MAX_FILESIZE)
+# What rg prints of a match: the file's path on a line of its own ("heading"), then a line
+# per match: its number, its first match's column (1-based, in bytes) and the line, the
+# fields joined by FIELD_SEP. A quarter of the bytes of its JSON, written and read faster.
+FIELD_SEP = b"\0"  # no path and no searched line holds it (rg stops at a binary file's NUL)
+PRINT_ARGS = (
+    "--heading",
+    "--with-filename",
+    "--line-number",
+    "--column",
+    "--field-match-separator",
+    "\\x00",  # rg reads the escape
+    "--color",
+    "never",
+)
+SEARCH_ARGS = (*PRINT_ARGS, *COMMON_ARGS, "--max-filesize", MAX_FILESIZE)
+BINARY_NOTICE = ": binary file matches ("
+FS_ENCODING, FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
+MAX_HEADER_BYTES = 1 << 16  # a path is at most PATH_MAX; more is not a path
 UTF8_BOM = b"\xef\xbb\xbf"
 SPECIAL_DIRS = (".", "..", ".git")
-RG_BEGIN = b'{"type":"begin"'
-RG_BEGIN_TEXT = b'{"type":"begin","data":{"path":{"text":"'
-RG_BEGIN_REST = RG_BEGIN_TEXT[len(RG_BEGIN) :]
-RG_BEGIN_END = b'"}}}\n'  # a begin record's end (a JSON string holds no raw line break)
-RG_MATCH = b'{"type":"match"'
-RG_MATCH_TEXT = RG_MATCH.decode()
-_scan_json = json.JSONDecoder().raw_decode
-_scan_string = scanstring  # the C JSON string scanner
 NO_RG = "ripgrep (rg) is not installed; search is unavailable"
 
 
@@ -117,20 +124,26 @@ def lower_priority(pid: int) -> None:
                 os.setpriority(os.PRIO_PROCESS, int(tid), RG_NICENESS)
 
 
-
 @dataclass(slots=True)
 class RgRun:
     returncode: int | None
     stderr: str
     stopped: bool = False  # the consumer had enough and rg was killed
     timed_out: bool = False
-    blocks: int = 0  # output blocks seen (rg --json always ends with a summary record)
+    blocks: int = 0  # output blocks seen
     dropped_records: int = 0
+    searched: tuple[str, ...] = ()  # the paths rg was given
 
     @property
     def fatal(self) -> bool:
-        """rg gave up before searching (a bad regex or glob): exit 2 and no output."""
-        return self.returncode == 2 and self.blocks == 0 and not self.timed_out
+        """rg gave up before searching (a bad regex or glob): exit 2, no output, and an error
+        that is not about a file under a searched path (rg says "rg: PATH: ..." for a file
+        it could not read, and goes on)."""
+        if self.returncode != 2 or self.blocks or self.timed_out:
+            return False
+        errors = [line for line in self.stderr.splitlines() if line.strip()]
+        about_files = tuple(f"rg: {path}" for path in self.searched)
+        return not errors or not all(line.startswith(about_files) for line in errors)
 
 
 async def run_rg(
@@ -158,9 +171,10 @@ async def run_rg(
     if binary is None:
         raise SearchError(NO_RG)
     # rg is spawned, read, parsed and reaped in one worker thread: the event loop neither
-    # forks, nor starts a child-watcher thread, nor parses megabytes of JSON, so agent.status
+    # forks, nor starts a child-watcher thread, nor reads megabytes of output, so agent.status
     # and agent.cancel stay answered while a search streams.
-    run = RgRun(returncode=None, stderr="")
+    searched = tuple(args[args.index("--") + 1 :]) if "--" in args else ()
+    run = RgRun(returncode=None, stderr="", searched=searched)
     job = _RgJob([binary, *args], cwd, on_block, separator, stdin_data, run, on_output_end)
     worker = asyncio.ensure_future(asyncio.to_thread(job.run))
     finished = False
@@ -823,8 +837,8 @@ class Match:
 
 @dataclass(slots=True)
 class _Segment:
-    """Matches of one file kept as rg's raw records ``block[start:end]``: they are parsed
-    only when shown, and only as far as the answer reads."""
+    """Match lines of one file, kept as rg's raw output ``block[start:end]``: they are
+    parsed only when shown, and only as far as the answer reads."""
 
     path: str
     block: bytes
@@ -832,31 +846,98 @@ class _Segment:
     end: int
 
     def matches(self) -> Iterator[Match]:
-        # rg's JSON is UTF-8 (other bytes come base64-encoded): decoded once, each record is
-        # scanned in place, not sliced out and json.loads'ed (which detects and decodes again).
-        text = self.block[self.start : self.end].decode("utf-8")
-        find, at = text.find, text.find(RG_MATCH_TEXT)
-        while at >= 0:
-            match, end = _match_at(self.path, text, at)
-            yield match
-            at = find(RG_MATCH_TEXT, end)
+        path = self.path
+        for line in self.block[self.start : self.end].split(b"\n"):
+            fields = line.split(FIELD_SEP, 2)
+            if len(fields) < 3:  # rg's notice about a binary file, or the segment's end
+                continue
+            number, column, raw = fields
+            if raw.isascii():
+                text = raw.decode("ascii")
+                if len(text) <= MAX_LINE_CHARS:  # nothing to clip around the match
+                    yield Match(path, int(number), text.rstrip("\r\n"))
+                    continue
+                start = int(column) - 1
+            else:  # rg's column counts bytes
+                text = raw.decode("utf-8", "replace")
+                start = _chars_before(raw, int(column) - 1)
+            yield Match.of(path, int(number), text, start)
+
+
+def _chars_before(raw: bytes, offset: int) -> int:
+    """How many characters the first ``offset`` bytes of the line ``raw`` decode to."""
+    return len(raw[:offset].decode("utf-8", "replace"))
+
+
+class _HeadingReader:
+    """Cuts one rg run's ``--heading`` output into the match lines of each file.
+
+    A file's section is its path on a line of its own, its match lines (``number SEP column
+    SEP text``, with ``FIELD_SEP``, a byte no path or searched line holds) and, for a binary
+    file, rg's notice; an empty line separates sections. A path may hold line breaks: it
+    runs to the line of its file's first match. rg's output comes in whole lines, and a
+    section may span blocks.
+    """
+
+    def __init__(self) -> None:
+        self.path = ""
+        self.header: bytearray | None = bytearray()  # a path being read (the output starts so)
+
+    def segments(self, block: bytes, end: int | None = None) -> list[_Segment]:
+        """The files' match lines in ``block[:end]``, in order (the first may continue the
+        file the previous block ended in)."""
+        found: list[_Segment] = []
+        n = len(block) if end is None else end
+        pos = 0
+        if self.header is None and block.startswith(b"\n"):  # the empty line between files
+            self.header, pos = bytearray(), 1
+        while pos < n:
+            if self.header is not None:
+                sep = block.find(FIELD_SEP, pos, n)
+                if sep < 0:  # the path goes on in the next block (or this is a notice)
+                    if len(self.header) < MAX_HEADER_BYTES:
+                        self.header += block[pos:n]
+                    return found
+                line = block.rfind(b"\n", pos, sep) + 1 or pos  # the first match's line
+                raw = (
+                    block[pos : line - 1]
+                    if not self.header
+                    else bytes(self.header + block[pos:line])[:-1]
+                )
+                self.path = raw.decode(FS_ENCODING, FS_ERRORS)
+                self.header, pos = None, line
+            gap = block.find(b"\n\n", pos, n)  # the end of a match line, then the empty line
+            if gap < 0:
+                found.append(_Segment(self.path, block, pos, n))
+                return found
+            found.append(_Segment(self.path, block, pos, gap + 1))
+            self.header, pos = bytearray(), gap + 2
+        return found
+
+    def notices(self) -> list[tuple[str, str, str]]:
+        """rg's notices outside any file's section, "PATH: binary file matches (...)" for a
+        binary file rg was named (it shows none of their lines), split at BINARY_NOTICE."""
+        if not self.header:
+            return []
+        lines = os.fsdecode(bytes(self.header)).splitlines()
+        return [line.partition(BINARY_NOTICE) for line in lines if BINARY_NOTICE in line]
 
 
 class _MatchCollector:
     """Keeps the first matches rg prints and counts the rest, skipping rejected files.
 
-    rg's JSON is read block by block with ``bytes.find``/``count``: a record's kind is known
-    by its start (a ``{"type":"match"`` inside a JSON string would have escaped quotes), a
-    file's kept matches are one slice of a block, and past ``MATCH_STORE_LIMIT`` they are
-    only counted. Parsing every record in Python held the GIL long enough to delay the
-    server's event loop by tens of milliseconds.
+    rg's output is read block by block with ``bytes.find``/``count``: a match line holds
+    two ``FIELD_SEP`` bytes and nothing else does, a file's kept matches are one slice of a
+    block, and past ``MATCH_STORE_LIMIT`` they are only counted. Parsing every line in
+    Python held the GIL long enough to delay the server's event loop by milliseconds.
 
     A collector that takes every file from a single rg run reads whole blocks: it counts
-    their matches, counts files by their ``begin`` records (rg prints one only for a file
+    their matches, counts files by the empty lines between them (rg prints a file only
     with a match, and a run prints each file once) and keeps the blocks that hold the first
     ``MATCH_STORE_LIMIT`` matches, cut into files only when the answer is read. The thread
-    reading rg's output then takes about a millisecond of CPU from rg instead of several
-    (each of its milliseconds is most of a millisecond of rg's, on two cores).
+    reading rg's output then takes well under a millisecond of CPU from rg instead of
+    several (each of its milliseconds is most of a millisecond of rg's, on two cores).
+    A file name holding an empty line (two line breaks in a row) is counted twice there.
     """
 
     def __init__(self, accepts: Callable[[str], bool] | None, *, runs: int = 1) -> None:
@@ -864,11 +945,12 @@ class _MatchCollector:
         self.kept: list[_Segment | Match] = []  # in arrival order
         self.kept_count = 0
         self.files: set[str] = set()  # files with a counted match, by path ...
-        self.counted_files = 0  # ... and those counted by their begin records
+        self.counted_files = 0  # ... and those counted by the lines between them
         self.total = 0
         self.more = False
         self._whole_blocks = accepts is None and runs == 1
         self._blocks: list[tuple[bytes, int]] = []  # whole blocks kept: (block, end of kept)
+        self._readers: list[_HeadingReader] = []
         self._lock = threading.Lock()  # several rg runs (one per root) feed one collector
 
     @property
@@ -878,26 +960,25 @@ class _MatchCollector:
 
     def feed(self) -> Callable[[bytes], bool]:
         """The consumer of one rg run's blocks (each run has its own current file)."""
-        current, skip = "", False
-        open_counted = True  # whole blocks: the file whose records go on has a counted match
+        reader = _HeadingReader()
+        self._readers.append(reader)
+        verdicts: dict[str, bool] = {}
+        open_counted = False  # whole blocks: the file whose lines go on has a counted match
 
         def on_block(block: bytes) -> bool:
-            nonlocal current, skip, open_counted
-            pos, end = 0, len(block)
+            nonlocal open_counted
             with self._lock:
                 if self._whole_blocks:
                     go_on, open_counted = self._take_block(block, open_counted)
                     return go_on
-                while True:
-                    begin = block.find(RG_BEGIN, pos)
-                    upto = end if begin < 0 else begin
-                    if upto > pos and not skip and not self._take(current, block, pos, upto):
+                for segment in reader.segments(block):
+                    taken = verdicts.get(segment.path)
+                    if taken is None:
+                        accepts = self.accepts
+                        taken = verdicts[segment.path] = accepts is None or accepts(segment.path)
+                    if taken and not self._take(segment):
                         return False
-                    if begin < 0:
-                        return True
-                    pos = block.find(b"\n", begin) + 1  # a block ends with a line break
-                    current = _begin_path(block[begin : pos - 1])
-                    skip = self.accepts is not None and not self.accepts(current)
+                return True
 
         return on_block
 
@@ -906,69 +987,82 @@ class _MatchCollector:
         files; returns whether to go on (False once a match beyond MATCH_COUNT_LIMIT shows
         up) and whether the file still open at the block's end has a counted match."""
         room = MATCH_COUNT_LIMIT - self.total
-        count = block.count(RG_MATCH)
+        count = block.count(FIELD_SEP) // 2
         end = len(block)
         if count > room:  # only what comes before the first match past the cap counts
-            end = _nth(block, RG_MATCH, room + 1)
+            end = block.rfind(b"\n", 0, _nth(block, FIELD_SEP, 2 * room + 1)) + 1
             count, self.more = room, True
         room_kept = MATCH_STORE_LIMIT - self.kept_count
-        if room_kept > 0:  # kept even without a match: its begin records name the files
+        if room_kept > 0:  # kept even without a match: its paths name the files
             keep = min(count, room_kept)
-            stop = end if keep == count else block.find(b"\n", _nth(block, RG_MATCH, keep)) + 1
+            stop = end if keep == count else block.find(b"\n", _nth(block, FIELD_SEP, 2 * keep)) + 1
             self._blocks.append((block, stop))
             self.kept_count += keep
-        first = block.find(RG_BEGIN, 0, end)
-        # The block may start with more matches of the file open at the previous block's end.
-        if not open_counted and block.find(RG_MATCH, 0, end if first < 0 else first) >= 0:
+        # A file starts after each empty line (one may open the block: the previous block
+        # ended with the last line of a file) and is counted once one of its matches is.
+        first = 0 if block.startswith(b"\n") else block.find(b"\n\n", 0, end)
+        if not open_counted and block.find(FIELD_SEP, 0, end if first < 0 else first) >= 0:
             self.counted_files += 1
             open_counted = True
         if first >= 0:
-            last = block.rfind(RG_BEGIN, first, end)
-            open_counted = block.find(RG_MATCH, last, end) >= 0
-            self.counted_files += block.count(RG_BEGIN, first, end) - (not open_counted)
+            starts = block.count(b"\n\n", 0, end) + block.startswith(b"\n")
+            last = block.rfind(b"\n\n", 0, end)
+            last = 1 if last < 0 else last + 2  # where the last file to start here starts
+            open_counted = block.find(FIELD_SEP, last, end) >= 0
+            self.counted_files += starts - (not open_counted)
         self.total += count
         return not self.more, open_counted
 
     def _block_segments(self) -> list[_Segment]:
-        """The kept whole blocks cut into one segment per file (in rg's order; a file's
-        segment may hold no match when its matches start in the next block)."""
+        """The kept whole blocks cut into one segment per file, in rg's order.
+
+        The blocks are the start of one run's output: joined, its files are the pieces
+        between empty lines, each a path, then the file's match lines.
+        """
+        if not self._blocks:
+            return []
+        data = b"".join(block if end == len(block) else block[:end] for block, end in self._blocks)
         segments: list[_Segment] = []
-        current = ""
-        for block, end in self._blocks:
-            head, *files = (block if end == len(block) else block[:end]).split(RG_BEGIN)
-            if RG_MATCH in head:  # more matches of the file the previous block left open
-                segments.append(_Segment(current, head, 0, len(head)))
-            for piece in files:  # the rest of a begin record, then its file's records
-                eol = piece.find(RG_BEGIN_END) + len(RG_BEGIN_END)
-                raw = piece[len(RG_BEGIN_REST) : eol - len(RG_BEGIN_END)]
-                if piece.startswith(RG_BEGIN_REST) and b"\\" not in raw and raw.isascii():
-                    current = raw.decode("ascii")  # nothing escaped or encoded
-                else:
-                    eol = piece.find(b"\n") + 1
-                    current = _begin_path(RG_BEGIN + piece[: eol - 1])
-                segments.append(_Segment(current, piece, eol, len(piece)))
+        pieces = data.split(b"\n\n")
+        for i, piece in enumerate(pieces):
+            sep = piece.find(FIELD_SEP)
+            if sep < 0:  # a path holding an empty line, cut here: it goes on in the next
+                if i + 1 < len(pieces):
+                    pieces[i + 1] = piece + b"\n\n" + pieces[i + 1]
+                continue
+            line = piece.rfind(b"\n", 0, sep)  # the path ends before its first match's line
+            path = piece[:line].decode(FS_ENCODING, FS_ERRORS)
+            segments.append(_Segment(path, piece, line + 1, len(piece)))
         return segments
 
-    def _take(self, path: str, block: bytes, start: int, end: int) -> bool:
-        """Count (and while there is room, keep) the matches in ``block[start:end]``, all
-        in ``path``; False once a match beyond MATCH_COUNT_LIMIT shows up."""
-        at = block.find(RG_MATCH, start, end)
-        if at < 0:
+    def notices(self) -> list[tuple[str, str, str]]:
+        """rg's notices for binary files named as the search path; read them only when no
+        line matched (the kept blocks then hold all of rg's output)."""
+        readers = self._readers
+        if self._whole_blocks:
+            readers = [_HeadingReader()]
+            for block, end in self._blocks:
+                readers[0].segments(block, end)
+        return [line for reader in readers for line in reader.notices()]
+
+    def _take(self, segment: _Segment) -> bool:
+        """Count (and while there is room, keep) the matches of ``segment``; False once a
+        match beyond MATCH_COUNT_LIMIT shows up."""
+        block, start, end = segment.block, segment.start, segment.end
+        count = block.count(FIELD_SEP, start, end) // 2
+        if not count:
             return True
         if self.total >= MATCH_COUNT_LIMIT:
             self.more = True
             return False
-        self.files.add(path)  # one of its matches is counted
-        count = block.count(RG_MATCH, at, end)
+        self.files.add(segment.path)  # one of its matches is counted
         counted = min(count, MATCH_COUNT_LIMIT - self.total)
         keep = min(counted, MATCH_STORE_LIMIT - self.kept_count)
         if keep > 0:
             stop = end
             if keep < count:  # the segment ends after its keep-th match
-                stop = at
-                for _ in range(keep):
-                    stop = block.find(b"\n", block.find(RG_MATCH, stop, end), end) + 1
-            self.kept.append(_Segment(path, block, at, stop))
+                stop = block.find(b"\n", _nth(block, FIELD_SEP, 2 * keep, start, end)) + 1
+            self.kept.append(_Segment(segment.path, block, start, stop))
             self.kept_count += keep
         self.total += counted
         if count > counted:
@@ -1004,99 +1098,14 @@ class _MatchCollector:
             yield from found
 
 
-def _nth(data: bytes, needle: bytes, n: int) -> int:
-    """Where the ``n``-th (from 1) ``needle`` in ``data`` starts (-1 if there are fewer)."""
-    at = -1
-    for _ in range(n):
-        at = data.find(needle, at + 1)
-        if at < 0:
-            break
-    return at
-
-
-def _begin_path(record: bytes) -> str:
-    """The path of an rg ``begin`` record, without a JSON parse in the common case."""
-    if record.startswith(RG_BEGIN_TEXT) and record.endswith(b'"}}}'):
-        raw = record[len(RG_BEGIN_TEXT) : -4]
-        if b"\\" not in raw and b'"' not in raw:  # nothing escaped: the bytes are the text
-            try:
-                return raw.decode("utf-8")
-            except UnicodeDecodeError:
-                pass
-    return _rg_path(json.loads(record)["data"]["path"])
-
-
-def _rg_text(obj: dict[str, Any]) -> str:
-    if "text" in obj:
-        return str(obj["text"])
-    return base64.b64decode(obj.get("bytes", "")).decode("utf-8", "replace")
-
-
-def _rg_path(obj: dict[str, Any]) -> str:
-    if "text" in obj:
-        return str(obj["text"])
-    return os.fsdecode(base64.b64decode(obj.get("bytes", "")))
-
-
-_LINE_TEXT = '},"lines":{"text":"'
-_LINE_NUMBER = '},"line_number":'
-_OFFSET = ',"absolute_offset":'
-_NO_SUBMATCH = ',"submatches":[]'
-_SUBMATCH_TEXT = ',"submatches":[{"match":{"text":"'
-_SUBMATCH_START = '},"start":'
-
-
-def _match_at(path: str, text: str, at: int) -> tuple[Match, int]:
-    """The match record that starts at ``text[at]``, and where it ends.
-
-    rg writes its fields in one order; the line, its number and the first submatch's start
-    are read in place with the JSON string scanner (a fifth of a full parse), and any other
-    record (bytes for text, fields elsewhere) is parsed whole.
-    """
-    eol = text.find("\n", at)
-    if eol < 0:
-        eol = len(text)
-    try:
-        i = text.index(_LINE_TEXT, at, eol) + len(_LINE_TEXT)
-        line, i = _scan_string(text, i)
-        if not text.startswith(_LINE_NUMBER, i):
-            raise ValueError("no line number")
-        i += len(_LINE_NUMBER)
-        comma = text.index(",", i, eol)
-        number = int(text[i:comma])
-        if not text.startswith(_OFFSET, comma):
-            raise ValueError("no offset")
-        i = text.index(",", comma + len(_OFFSET), eol)
-        start = 0
-        if text.startswith(_SUBMATCH_TEXT, i):
-            _hit, i = _scan_string(text, i + len(_SUBMATCH_TEXT))
-            if not text.startswith(_SUBMATCH_START, i):
-                raise ValueError("no submatch start")
-            i += len(_SUBMATCH_START)
-            offset = int(text[i : text.index(",", i, eol)])  # a byte offset
-            start = offset if line.isascii() else _chars_before(line, offset)
-        elif not text.startswith(_NO_SUBMATCH, i):
-            raise ValueError("submatches in another form")
-    except ValueError:
-        record, end = _scan_json(text, at)
-        return _match_from_rg(path, record["data"]), end
-    return Match.of(path, number, line, start), eol
-
-
-def _chars_before(line: str, offset: int) -> int:
-    """How many characters of ``line`` its first ``offset`` UTF-8 bytes hold."""
-    return len(line.encode("utf-8")[:offset].decode("utf-8", "replace"))
-
-
-def _match_from_rg(path: str, data: dict[str, Any]) -> Match:
-    lines = data["lines"]
-    text = _rg_text(lines)
-    start = 0
-    if submatches := data.get("submatches"):
-        offset = int(submatches[0].get("start", 0))  # a byte offset
-        raw = text.encode("utf-8") if "text" in lines else base64.b64decode(lines["bytes"])
-        start = len(raw[:offset].decode("utf-8", "replace"))
-    return Match.of(path, int(data.get("line_number") or 0), text, start)
+def _nth(data: bytes, needle: bytes, n: int, start: int = 0, end: int | None = None) -> int:
+    """Where the ``n``-th (from 1) ``needle`` in ``data[start:end]`` starts (-1 if there are
+    fewer). One split, not ``n`` calls of ``find``: the cap's block holds thousands."""
+    piece = data if start == 0 and end is None else data[start:end]
+    parts = piece.split(needle, n)
+    if len(parts) <= n:
+        return -1
+    return start + len(piece) - len(parts[-1]) - len(needle)
 
 
 class GrepSearch(Tool[GrepSearchInput]):
@@ -1193,6 +1202,10 @@ class GrepSearch(Tool[GrepSearchInput]):
                     "narrow the path or the include glob",
                     is_error=True,
                 )
+            if notices := collector.notices():  # a binary file named as the path
+                display = _displayer(ctx.workspace)
+                shown = [display(path) + BINARY_NOTICE + rest for path, _, rest in notices]
+                return ToolResult("\n".join(shown), raw_output={"matches": 0})
             return ToolResult(f"No matches for {args.pattern}", raw_output={"matches": 0})
         # Parsing and formatting up to MAX_SHOWN_MATCHES records takes milliseconds: off the
         # event loop, so control requests are not held behind it.
@@ -1234,7 +1247,7 @@ class GrepSearch(Tool[GrepSearchInput]):
         for buffer in buffers:
             collector = _MatchCollector(None)
             run = await run_rg(
-                ["--json", "--no-config", "-e", pattern, "-"],
+                [*PRINT_ARGS, "--no-config", "-e", pattern, "-"],
                 _cwd(buffer.path) if buffer.path.parent.is_dir() else Path(tempfile.gettempdir()),
                 collector.feed(),
                 time_limit=self.timeout,
