@@ -6,6 +6,7 @@ import asyncio
 import base64
 import json
 import os
+import random
 import subprocess
 import sys
 import threading
@@ -889,3 +890,26 @@ async def test_past_the_kept_matches_the_answer_shows_the_first_by_path_and_coun
         f"({total - 200:,} more matches not shown, {total:,} in 3 files; "
         "narrow the pattern, path or include glob)"
     )
+
+
+def test_the_nth_separator_is_where_a_find_loop_finds_it() -> None:
+    def find_loop(data: bytes, n: int, start: int, end: int) -> int:
+        at = start - 1
+        for _ in range(n):
+            at = data.find(b"\0", at + 1, end)
+            if at < 0:
+                break
+        return at
+
+    # rg's lines: matches with separators, long lines, empty lines and paths without
+    kinds = [b"7\x003\x00abc", b"12\x001\x00" + b"x" * 300, b"", b"/a/path", b"9\x001\x00"]
+    rng = random.Random(19)
+    for _ in range(400):
+        data = b"\n".join(rng.choice(kinds) for _ in range(rng.choice([1, 50, 3000])))
+        start = rng.randrange(len(data) + 1) if rng.random() < 0.5 else 0
+        end = rng.randrange(start, len(data) + 1)
+        total = data.count(b"\0", start, end)
+        for n in {1, max(1, total // 2), max(1, total), total + 1, rng.randint(1, total + 1)}:
+            expected = find_loop(data, n, start, end)
+            assert search._nth(data, n, start, end) == expected
+            assert search._nth(data, n, start, end, total=total) == expected

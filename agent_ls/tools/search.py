@@ -940,7 +940,9 @@ class _MatchCollector:
     A file name holding an empty line (two line breaks in a row) is counted twice there.
     """
 
-    def __init__(self, accepts: Callable[[str], bool] | None, *, runs: int = 1) -> None:
+    def __init__(
+        self, accepts: Callable[[str], bool] | None, *, runs: int = 1, walk: str | None = None
+    ) -> None:
         self.accepts = accepts  # None: every file is taken
         self.kept: list[_Segment | Match] = []  # in arrival order
         self.kept_count = 0
@@ -950,6 +952,11 @@ class _MatchCollector:
         self.more = False
         self._whole_blocks = accepts is None and runs == 1
         self._blocks: list[tuple[bytes, int]] = []  # whole blocks kept: (block, end of kept)
+        # Whole blocks: what separates two files, the empty line and the start of the next
+        # path. rg prints every path under ``walk`` as it was given, and a longer needle is
+        # found several times faster than the two line breaks alone.
+        self._walk = os.fsencode(walk) if walk else b""
+        self._gap = b"\n\n" + self._walk
         self._readers: list[_HeadingReader] = []
         self._lock = threading.Lock()  # several rg runs (one per root) feed one collector
 
@@ -986,27 +993,33 @@ class _MatchCollector:
         """Count (and while there is room, keep) the matches of a whole block and count its
         files; returns whether to go on (False once a match beyond MATCH_COUNT_LIMIT shows
         up) and whether the file still open at the block's end has a counted match."""
+        if self.total == 0 and not self._blocks and not block.startswith(self._walk):
+            self._gap = b"\n\n"  # rg printed the paths otherwise: the plain gap
+        gap = self._gap
         room = MATCH_COUNT_LIMIT - self.total
-        count = block.count(FIELD_SEP) // 2
+        separators = block.count(FIELD_SEP)
+        count = separators // 2
         end = len(block)
         if count > room:  # only what comes before the first match past the cap counts
-            end = block.rfind(b"\n", 0, _nth(block, FIELD_SEP, 2 * room + 1)) + 1
+            end = block.rfind(b"\n", 0, _nth(block, 2 * room + 1, total=separators)) + 1
             count, self.more = room, True
         room_kept = MATCH_STORE_LIMIT - self.kept_count
         if room_kept > 0:  # kept even without a match: its paths name the files
             keep = min(count, room_kept)
-            stop = end if keep == count else block.find(b"\n", _nth(block, FIELD_SEP, 2 * keep)) + 1
+            stop = end
+            if keep < count:
+                stop = block.find(b"\n", _nth(block, 2 * keep, total=separators)) + 1
             self._blocks.append((block, stop))
             self.kept_count += keep
         # A file starts after each empty line (one may open the block: the previous block
         # ended with the last line of a file) and is counted once one of its matches is.
-        first = 0 if block.startswith(b"\n") else block.find(b"\n\n", 0, end)
+        first = 0 if block.startswith(b"\n") else block.find(gap, 0, end)
         if not open_counted and block.find(FIELD_SEP, 0, end if first < 0 else first) >= 0:
             self.counted_files += 1
             open_counted = True
         if first >= 0:
-            starts = block.count(b"\n\n", 0, end) + block.startswith(b"\n")
-            last = block.rfind(b"\n\n", 0, end)
+            starts = block.count(gap, 0, end) + block.startswith(b"\n")
+            last = block.rfind(gap, 0, end)
             last = 1 if last < 0 else last + 2  # where the last file to start here starts
             open_counted = block.find(FIELD_SEP, last, end) >= 0
             self.counted_files += starts - (not open_counted)
@@ -1022,16 +1035,42 @@ class _MatchCollector:
         if not self._blocks:
             return []
         data = b"".join(block if end == len(block) else block[:end] for block, end in self._blocks)
+        encoding, errors, gap = FS_ENCODING, FS_ERRORS, self._gap
+        after_gap = gap[2:].decode(encoding, errors)  # what the gap took of the next path
+        pieces = data.split(gap)
+        seps = [piece.find(FIELD_SEP) for piece in pieces]
+        if -1 in seps[:-1]:  # a path holding the gap was cut there: join it to the next
+            return self._joined_segments(pieces, gap, after_gap)
+        if seps[-1] < 0:  # the kept bytes end with a path: a file with no kept match
+            del pieces[-1], seps[-1]
+        # A path ends before its first match's line.
+        lines = [piece.rfind(b"\n", 0, sep) for piece, sep in zip(pieces, seps, strict=True)]
+        return [
+            _Segment(
+                (after_gap if index else "") + piece[:line].decode(encoding, errors),
+                piece,
+                line + 1,
+                len(piece),
+            )
+            for index, (piece, line) in enumerate(zip(pieces, lines, strict=True))
+        ]
+
+    @staticmethod
+    def _joined_segments(pieces: list[bytes], gap: bytes, after_gap: str) -> list[_Segment]:
+        """``_block_segments`` where a piece holds no match line: a path holding the gap
+        was cut there, and the piece goes on in the next."""
         segments: list[_Segment] = []
-        pieces = data.split(b"\n\n")
-        for i, piece in enumerate(pieces):
+        carried, carried_head = b"", ""
+        for index, piece in enumerate(pieces):
+            head = after_gap if index else ""
+            if carried:
+                piece, head, carried = carried + gap + piece, carried_head, b""
             sep = piece.find(FIELD_SEP)
-            if sep < 0:  # a path holding an empty line, cut here: it goes on in the next
-                if i + 1 < len(pieces):
-                    pieces[i + 1] = piece + b"\n\n" + pieces[i + 1]
+            if sep < 0:
+                carried, carried_head = piece, head
                 continue
-            line = piece.rfind(b"\n", 0, sep)  # the path ends before its first match's line
-            path = piece[:line].decode(FS_ENCODING, FS_ERRORS)
+            line = piece.rfind(b"\n", 0, sep)
+            path = head + piece[:line].decode(FS_ENCODING, FS_ERRORS)
             segments.append(_Segment(path, piece, line + 1, len(piece)))
         return segments
 
@@ -1061,7 +1100,7 @@ class _MatchCollector:
         if keep > 0:
             stop = end
             if keep < count:  # the segment ends after its keep-th match
-                stop = block.find(b"\n", _nth(block, FIELD_SEP, 2 * keep, start, end)) + 1
+                stop = block.find(b"\n", _nth(block, 2 * keep, start, end)) + 1
             self.kept.append(_Segment(segment.path, block, start, stop))
             self.kept_count += keep
         self.total += counted
@@ -1083,6 +1122,10 @@ class _MatchCollector:
         matches in order); a path kept in several pieces (split across blocks, searched
         from two roots, an open buffer) is sorted by line, stably, as one list would be.
         """
+        if not self.kept:  # one run's whole blocks, where each file comes once
+            for segment in sorted(self._block_segments(), key=attrgetter("path")):
+                yield from segment.matches()
+            return
         groups: dict[str, list[_Segment | Match]] = {}
         for item in [*self._block_segments(), *self.kept]:
             groups.setdefault(item.path, []).append(item)
@@ -1098,14 +1141,31 @@ class _MatchCollector:
             yield from found
 
 
-def _nth(data: bytes, needle: bytes, n: int, start: int = 0, end: int | None = None) -> int:
-    """Where the ``n``-th (from 1) ``needle`` in ``data[start:end]`` starts (-1 if there are
-    fewer). One split, not ``n`` calls of ``find``: the cap's block holds thousands."""
-    piece = data if start == 0 and end is None else data[start:end]
-    parts = piece.split(needle, n)
-    if len(parts) <= n:
+def _nth(
+    data: bytes, n: int, start: int = 0, end: int | None = None, *, total: int | None = None
+) -> int:
+    """Where the ``n``-th (from 1) FIELD_SEP in ``data[start:end]`` is, -1 if there are
+    fewer; ``total`` is how many there are, when the caller counted them already.
+
+    Separators are spread about evenly: one count up to where the ``n``-th should be, then a
+    ``find`` (a ``memchr``) per separator it is off by, instead of one per separator.
+    """
+    hi = len(data) if end is None else end
+    if total is None:
+        total = data.count(FIELD_SEP, start, hi)
+    if not 0 < n <= total:
         return -1
-    return start + len(piece) - len(parts[-1]) - len(needle)
+    guess = start + (hi - start) * n // total
+    below = data.count(FIELD_SEP, start, guess)
+    if below < n:  # the n-th is the (n - below)-th from the guess on
+        at = guess - 1
+        for _ in range(n - below):
+            at = data.find(FIELD_SEP, at + 1, hi)
+        return at
+    at = guess  # the n-th is the (below - n + 1)-th back from the guess
+    for _ in range(below - n + 1):
+        at = data.rfind(FIELD_SEP, start, at)
+    return at
 
 
 class GrepSearch(Tool[GrepSearchInput]):
@@ -1151,7 +1211,8 @@ class GrepSearch(Tool[GrepSearchInput]):
         # No include glob and no dirty buffer: every file rg prints is taken, unasked.
         everything = not dirty_paths and all(f.regex is None for f in filters)
         walked = [f for f in filters if f.walk.exists()]
-        collector = _MatchCollector(None if everything else accepts, runs=len(walked))
+        walk = str(walked[0].walk) if len(walked) == 1 else None
+        collector = _MatchCollector(None if everything else accepts, runs=len(walked), walk=walk)
         # With one rg run and no buffer to add, the answer is known once rg's output ends:
         # formatted in rg's thread while rg exits, not after another trip through the loop.
         early: list[str] = []
