@@ -665,10 +665,20 @@ def odd_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize(
     ("store_limit", "count_limit"), [(2000, 5000), (5, 12), (30, 100), (3, 900), (1, 1)]
 )
-@pytest.mark.parametrize("reject", [True, False])
+@pytest.mark.parametrize(
+    ("reject", "walk"), [(True, None), (False, None), (False, "tree"), (False, "/x")]
+)
 def test_block_reading_matches_a_plain_json_reading(
-    odd_tree: Path, chunk: int, store_limit: int, count_limit: int, reject: bool, monkeypatch: Any
+    odd_tree: Path,
+    chunk: int,
+    store_limit: int,
+    count_limit: int,
+    reject: bool,
+    walk: str | None,
+    monkeypatch: Any,
 ) -> None:
+    # walk: the searched path the whole-block reader finds files by ("/x": not the one rg
+    # printed, so it must fall back to the empty lines alone)
     monkeypatch.setattr(search, "MATCH_STORE_LIMIT", store_limit)
     monkeypatch.setattr(search, "MATCH_COUNT_LIMIT", count_limit)
     output = tool_output("needle", odd_tree)
@@ -680,7 +690,8 @@ def test_block_reading_matches_a_plain_json_reading(
         return "d1" not in path or not reject  # a rejected file's matches are not counted
 
     # without a filter the collector may count whole blocks at once (past the kept ones)
-    collector = search._MatchCollector(accepts if reject else None)
+    root = str(odd_tree) if walk == "tree" else walk
+    collector = search._MatchCollector(accepts if reject else None, walk=root)
     blocks = search._Blocks(b"\n", collector.feed(), search.RgRun(None, ""))
     for at in range(0, len(output), chunk):  # rg's output cut at arbitrary places
         if not blocks.feed(output[at : at + chunk]):

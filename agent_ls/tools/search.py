@@ -1023,6 +1023,8 @@ class _MatchCollector:
             last = 1 if last < 0 else last + 2  # where the last file to start here starts
             open_counted = block.find(FIELD_SEP, last, end) >= 0
             self.counted_files += starts - (not open_counted)
+        if block.endswith(b"\n\n", 0, end):  # the next file starts the next block
+            open_counted = False
         self.total += count
         return not self.more, open_counted
 
