@@ -661,15 +661,35 @@ def odd_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.fixture(scope="module")
+def utf8_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Names in UTF-8 only, with characters whose bytes and code points could sort apart."""
+    root = tmp_path_factory.mktemp("utf8")
+    for i, name in enumerate(["é", "z", "Z", "ǅ", "😀", "\ue000", "a b", "日本", "ａ", "e\u0301"]):
+        body = "".join(f"needle {n}\n" for n in range(i * 7 + 1))
+        write(root, f"{name}.txt", body)
+        write(root, f"{name}/inner.txt", "needle\n")
+    return root
+
+
 @pytest.mark.parametrize("chunk", [1, 7, 64, 700, 4096, 1 << 16])
 @pytest.mark.parametrize(
     ("store_limit", "count_limit"), [(2000, 5000), (5, 12), (30, 100), (3, 900), (1, 1)]
 )
 @pytest.mark.parametrize(
-    ("reject", "walk"), [(True, None), (False, None), (False, "tree"), (False, "/x")]
+    ("reject", "walk", "names"),
+    [
+        (True, None, "odd"),
+        (False, None, "odd"),
+        (False, "tree", "odd"),
+        (False, "/x", "odd"),
+        (False, "tree", "utf8"),
+        (True, "tree", "utf8"),
+    ],
 )
 def test_block_reading_matches_a_plain_json_reading(
-    odd_tree: Path,
+    request: pytest.FixtureRequest,
+    names: str,
     chunk: int,
     store_limit: int,
     count_limit: int,
@@ -679,6 +699,7 @@ def test_block_reading_matches_a_plain_json_reading(
 ) -> None:
     # walk: the searched path the whole-block reader finds files by ("/x": not the one rg
     # printed, so it must fall back to the empty lines alone)
+    odd_tree = cast(Path, request.getfixturevalue(f"{names}_tree"))
     monkeypatch.setattr(search, "MATCH_STORE_LIMIT", store_limit)
     monkeypatch.setattr(search, "MATCH_COUNT_LIMIT", count_limit)
     output = tool_output("needle", odd_tree)
@@ -699,8 +720,8 @@ def test_block_reading_matches_a_plain_json_reading(
     else:
         blocks.end()
     kept, files, total, more = reference_collect(reference, accepts, store_limit, count_limit)
-    assert total == min(count_limit, 2_000) or total > 1_000
-    if count_limit == 5000:  # every file: the odd names among them
+    assert total >= min(count_limit, 300)  # enough matches to cut and count
+    if count_limit == 5000 and names == "odd":  # every file: the odd names among them
         assert {"line\nbreak.txt", "late-binary.txt"} <= {Path(f).name for f in files}
     # the answer lists them by path and line: a stable sort of the first ones kept
     in_order = sorted(kept, key=lambda m: (m[0], m[1]))

@@ -1057,6 +1057,36 @@ class _MatchCollector:
             for index, (piece, line) in enumerate(zip(pieces, lines, strict=True))
         ]
 
+    def _whole_ordered(self) -> Iterator[Match]:
+        """``ordered`` for the kept whole blocks of one run, where each file comes once.
+
+        The paths are sorted as bytes (UTF-8 keeps the order of the characters) and only
+        those of the files shown are decoded; paths that are not UTF-8 take the long way.
+        """
+        gap = self._gap
+        data = b"".join(block if end == len(block) else block[:end] for block, end in self._blocks)
+        pieces = data.split(gap)
+        seps = [piece.find(FIELD_SEP) for piece in pieces]
+        if seps[-1] < 0:  # the kept bytes end with a path: a file with no kept match
+            del pieces[-1], seps[-1]
+        lines = [piece.rfind(b"\n", 0, sep) for piece, sep in zip(pieces, seps, strict=True)]
+        tails = [piece[:line] for piece, line in zip(pieces, lines, strict=True)]
+        if tails:
+            tails[0] = tails[0][len(gap) - 2 :]  # every path after the searched one, as the rest
+        try:
+            if -1 in seps or FS_ENCODING != "utf-8":
+                raise UnicodeError("paths to take the long way")
+            b"\n".join(tails).decode("utf-8")
+        except UnicodeError:
+            for segment in sorted(self._block_segments(), key=attrgetter("path")):
+                yield from segment.matches()
+            return
+        walk = gap[2:].decode(FS_ENCODING, FS_ERRORS)
+        for i in sorted(range(len(tails)), key=tails.__getitem__):
+            piece = pieces[i]
+            path = walk + tails[i].decode("utf-8")
+            yield from _Segment(path, piece, lines[i] + 1, len(piece)).matches()
+
     @staticmethod
     def _joined_segments(pieces: list[bytes], gap: bytes, after_gap: str) -> list[_Segment]:
         """``_block_segments`` where a piece holds no match line: a path holding the gap
@@ -1125,8 +1155,7 @@ class _MatchCollector:
         from two roots, an open buffer) is sorted by line, stably, as one list would be.
         """
         if not self.kept:  # one run's whole blocks, where each file comes once
-            for segment in sorted(self._block_segments(), key=attrgetter("path")):
-                yield from segment.matches()
+            yield from self._whole_ordered()
             return
         groups: dict[str, list[_Segment | Match]] = {}
         for item in [*self._block_segments(), *self.kept]:
