@@ -50,7 +50,7 @@ MATCH_STORE_LIMIT = 2_000  # matches kept (parsed) for sorting; later ones are o
 MATCH_COUNT_LIMIT = 5_000  # beyond this rg is stopped and the total is "more than"
 MAX_LINE_CHARS = 300
 MAX_FILESIZE = "10M"
-MAX_RECORD_BYTES = 32 << 20  # an rg output record longer than this is dropped
+MAX_RECORD_BYTES = 32 << 20  # a longer line of rg's output is dropped (a buffer on stdin)
 READ_CHUNK = 1 << 18
 PIPE_BYTES = 1 << 20  # rg's stdout pipe (Linux caps it at /proc/sys/fs/pipe-max-size)
 PUMP_EXIT_SECONDS = 5.0  # how long to wait for the reader thread once rg is killed
@@ -69,7 +69,7 @@ COMMON_ARGS = (
 )
 # What rg prints of a match: the file's path on a line of its own ("heading"), then a line
 # per match: its number, its first match's column (1-based, in bytes) and the line, the
-# fields joined by FIELD_SEP. A quarter of the bytes of its JSON, written and read faster.
+# fields joined by FIELD_SEP. A fifth of the bytes of its JSON, written and read faster.
 FIELD_SEP = b"\0"  # no path and no searched line holds it (rg stops at a binary file's NUL)
 PRINT_ARGS = (
     "--heading",
