@@ -176,7 +176,7 @@ async def run_rg(
     searched = tuple(args[args.index("--") + 1 :]) if "--" in args else ()
     run = RgRun(returncode=None, stderr="", searched=searched)
     job = _RgJob([binary, *args], cwd, on_block, separator, stdin_data, run, on_output_end)
-    worker = asyncio.ensure_future(asyncio.to_thread(job.run))
+    worker = asyncio.get_running_loop().run_in_executor(None, job.run)  # no task around it
     finished = False
     try:
         try:
@@ -188,7 +188,8 @@ async def run_rg(
     finally:
         if not finished:
             job.stop()  # kills rg: its output ends, the worker reaps it and returns
-        await asyncio.wait([worker], timeout=PUMP_EXIT_SECONDS)
+        if not worker.done():
+            await asyncio.wait([worker], timeout=PUMP_EXIT_SECONDS)
         if worker.done() and not worker.cancelled():
             worker.exception()  # retrieved: a consumer's error is raised by the shield above
     return run
