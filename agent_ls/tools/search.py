@@ -847,17 +847,17 @@ class _Segment:
     end: int
 
     def matches(self) -> Iterator[Match]:
-        path = self.path
+        path, match, short = self.path, Match, MAX_LINE_CHARS
         for line in self.block[self.start : self.end].split(b"\n"):
             fields = line.split(FIELD_SEP, 2)
             if len(fields) < 3:  # rg's notice about a binary file, or the segment's end
                 continue
             number, column, raw = fields
             if raw.isascii():
-                text = raw.decode("ascii")
-                if len(text) <= MAX_LINE_CHARS:  # nothing to clip around the match
-                    yield Match(path, int(number), text.rstrip("\r\n"))
+                if len(raw) <= short:  # nothing to clip around the match
+                    yield match(path, int(number), raw.decode("ascii").rstrip("\r\n"))
                     continue
+                text = raw.decode("ascii")
                 start = int(column) - 1
             else:  # rg's column counts bytes
                 text = raw.decode("utf-8", "replace")
@@ -1381,10 +1381,13 @@ def _format_matches(collector: _MatchCollector, workspace: Workspace) -> str:
     display = _displayer(workspace)
     shown: list[str] = []
     budget = RESULT_CHAR_CAP - 500
+    path, shown_path = None, ""
     for match in collector.ordered():
         if len(shown) == MAX_SHOWN_MATCHES:
             break
-        line = f"{display(match.path)}:{match.line}: {match.text}"
+        if match.path is not path:  # a file's matches come one after the other
+            path, shown_path = match.path, display(match.path)
+        line = f"{shown_path}:{match.line}: {match.text}"
         budget -= len(line) + 1
         if budget < 0:
             break
