@@ -506,3 +506,32 @@ async def test_a_real_stream_stops_the_rehearsal_it_would_wait_behind() -> None:
         if len(rehearsal) == 3:
             break
     assert sorted(rehearsal) == ["started", "stopped", "streamed"]
+
+
+def test_stdin_closing_ends_the_worker_at_once_while_its_sdk_still_imports(
+    tmp_path: Path,
+) -> None:
+    # The server exits while its worker still imports the SDK (half a second of CPU): the
+    # worker leaves with it, not when the import ends. An SDK whose import never ends
+    # stands in for the slow one.
+    sdk = tmp_path / "sdk" / "anthropic"
+    sdk.mkdir(parents=True)
+    (sdk / "__init__.py").write_text("")
+    (sdk / "_client.py").write_text("import time\ntime.sleep(60)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(sdk.parent), *sys.path[1:]])}
+    env.update(ANTHROPIC_API_KEY="k", ANTHROPIC_BASE_URL="http://127.0.0.1:9")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agent_ls.models.worker", "--no-rehearsal", SPEC],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+    )
+    try:
+        time.sleep(1.0)  # the import has begun
+        assert proc.poll() is None
+        assert proc.stdin is not None
+        proc.stdin.close()
+        assert proc.wait(timeout=10) == 0
+    finally:
+        proc.kill()
+        proc.wait()

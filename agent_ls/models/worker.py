@@ -204,8 +204,11 @@ def main(argv: list[str]) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # Not asyncio.run: once stdin ends, it would wait for the default executor's threads,
+    # and one may still be importing an SDK (half a second of CPU) for a server that is gone.
+    loop = asyncio.new_event_loop()
     try:
-        asyncio.run(serve(argv, rehearse=rehearse))
+        loop.run_until_complete(serve(argv, rehearse=rehearse))
     except (ValueError, pickle.UnpicklingError) as exc:
         log.error("model worker: bad input from the server: %s", exc)
         os._exit(2)
