@@ -1,8 +1,10 @@
 """Exit: how long agent-ls takes to be gone once it has nothing left to do.
 
 ``serve``: ``exit`` notification → process gone, for agent-ls after its warm-up and for a
-bare pygls server. ``run``: the result's last byte on stdout → the headless process (client
-and server) gone, against the same program's time from spawn to that byte (reported only).
+bare pygls server; and ``exit`` right after ``initialize`` → the server and its model worker
+(still importing the SDK then) both gone. ``run``: the result's last byte on stdout → the
+headless process (client and server) gone, against the same program's time from spawn to that
+byte (reported only).
 
 agent-ls is configured with the Anthropic model (no API key needed: the warm-up imports and
 warms the SDK all the same), initialized, and left to finish its background warm-up, so the
@@ -12,9 +14,11 @@ heap it has to tear down is the one a user's server has. The bare pygls server
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import time
+from pathlib import Path
 
 from bench.client import LspClient
 from bench.servers import (
@@ -59,6 +63,52 @@ def _one(config: Config, argv: list[str], agent: bool) -> float:
         client.close()
 
 
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError):
+                found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie, or a pid gone, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def _tree(config: Config) -> float:
+    """``exit`` right after ``initialize``, while the model worker still imports the SDK →
+    the server and its worker gone, in ms (polled every 0.5 ms)."""
+    root = small_workspace(config)
+    env = server_env(
+        config,
+        AGENT_LS_MODEL="anthropic:claude-sonnet-5-5",
+        ANTHROPIC_API_KEY="x",
+        ANTHROPIC_BASE_URL="http://127.0.0.1:9",
+    )
+    client = LspClient(AGENT_LS, cwd=root, env=env)
+    try:
+        client.initialize(root)
+        workers = _children(client.proc.pid)
+        if not workers:
+            raise RuntimeError("agent-ls serve started no model worker")
+        client.call("shutdown", None)
+        sent = now()
+        client.notify("exit", None)
+        client.closed = True
+        client.proc.wait(timeout=10)
+        while any(_running(pid) for pid in workers) and now() - sent < 10:
+            time.sleep(0.0005)
+        return (now() - sent) * 1000
+    finally:
+        client.close()
+
+
 def _headless(config: Config) -> float:
     """``agent-ls run --json`` on a one-turn script: result printed → process gone, in ms."""
     root = small_workspace(config)
@@ -91,6 +141,7 @@ def run(config: Config) -> list[Row]:
             argv, agent = variants[name]
             times[name].append(_one(config, argv, agent))
     headless = [_headless(config) for _ in range(config.rounds)]
+    tree = [_tree(config) for _ in range(config.rounds)]
     return [
         Row(
             NAME,
@@ -107,5 +158,13 @@ def run(config: Config) -> list[Row]:
             summarize(times["pygls-minimal"]),
             "pygls-minimal",
             Target(100),
-        )
+        ),
+        Row(
+            NAME,
+            "serve: exit right after initialize → server and model worker gone",
+            "ms",
+            summarize(tree),
+            target=Target(100),
+            note="the worker is still importing the SDK when the server exits",
+        ),
     ]

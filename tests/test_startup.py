@@ -179,3 +179,17 @@ def test_serve_loads_no_pydantic_before_it_reads_initialize(tmp_path: Path) -> N
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_closing_the_service_loads_nothing_more() -> None:
+    # `exit` right after start: a shell tool never loaded has no command to kill, and loading
+    # it (with pydantic) held the server's exit for a tenth of a second.
+    seen = _fresh(
+        "import json, sys\n"
+        "from agent_ls.agent.service import AgentService\n"
+        "from agent_ls.settings import Settings\n"
+        "before = set(sys.modules)\n"
+        "AgentService(lambda: Settings()).close_now()\n"
+        "print(json.dumps(sorted(set(sys.modules) - before)))"
+    )
+    assert seen == []

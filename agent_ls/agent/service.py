@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -442,9 +443,11 @@ class AgentService:
         it completes).
         """
         self.cancel()
-        from agent_ls.tools.shell import kill_live_groups
-
-        kill_live_groups()
+        # Only a shell tool that was loaded can have started commands; loading it now would
+        # hold the exit for a tenth of a second of imports.
+        shell = sys.modules.get("agent_ls.tools.shell")
+        if shell is not None:
+            shell.kill_live_groups()
         for hook in self.exit_hooks:
             try:
                 hook()
