@@ -434,3 +434,24 @@ def test_a_second_warm_process_for_the_same_installation_steps_aside(warm: Warm)
     assert "one is running already" in done.stderr
     status = warm.status()
     assert status is not None and status["pid"] == warm.proc.pid
+
+
+def test_a_socket_path_too_long_for_a_unix_address_still_serves(
+    workspace: Path, tmp_path: Path
+) -> None:
+    # sun_path holds 107 bytes: a deeper AGENT_LS_WARM_DIR (pytest's under xdist came to
+    # 108) made a warm process that said "ready" and that no run or --status could reach.
+    folder = tmp_path / ("d" * 80) / "warm"
+    folder.parent.mkdir()
+    process = Warm(folder, "--idle", "300")
+    try:
+        assert len(os.fsencode(process.socket)) > 107
+        assert process.status() is not None
+        done = run(workspace, process, {"turns": [{"text": "Hello."}]}, "--json", "hi")
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["text"] == "Hello."
+        assert process.served() == 1
+    finally:
+        process.close()
+    assert process.proc.returncode == 0, process.log.read_text()
+    assert not process.socket.exists()

@@ -99,6 +99,23 @@ def fingerprint() -> str:
     return digest.hexdigest()[:20]
 
 
+SUN_PATH_MAX = 107  # bytes of a Unix socket's path (sun_path holds 108 with the NUL)
+
+
+def unix_address(call: Callable[[str], None], path: Path) -> None:
+    """``call`` (a socket's ``connect`` or ``bind``) with ``path``; a path too long for a
+    Unix socket is reached through its folder's descriptor (``/proc/self/fd/N/name``), so a
+    deep ``AGENT_LS_WARM_DIR`` still works."""
+    if len(os.fsencode(path)) <= SUN_PATH_MAX:
+        call(str(path))
+        return
+    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        call(f"/proc/self/fd/{folder}/{path.name}")
+    finally:
+        os.close(folder)
+
+
 def _mtime(path: str) -> int:
     try:
         return os.stat(path or ".").st_mtime_ns  # a folder changes when a package is added
@@ -232,7 +249,7 @@ def spawn_warm(cwd: Path, env: dict[str, str]) -> WarmServer | None:
     ours: list[int] = []
     try:
         sock.settimeout(REPLY_TIMEOUT)
-        sock.connect(str(path))
+        unix_address(sock.connect, path)
         if _peer_uid(sock) != os.getuid():
             raise OSError("the warm socket is another user's")
         in_r, in_w = os.pipe()
@@ -302,7 +319,7 @@ def ask(path: Path, op: str) -> dict[str, Any] | None:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.settimeout(REPLY_TIMEOUT)
-        sock.connect(str(path))
+        unix_address(sock.connect, path)
         if _peer_uid(sock) != os.getuid():
             return None
         _send(sock, {"op": op})
@@ -663,7 +680,7 @@ def serve_warm(
     temporary = directory / f".warm-{os.getpid()}.sock"
     with contextlib.suppress(FileNotFoundError):
         temporary.unlink()
-    listener.bind(str(temporary))
+    unix_address(listener.bind, temporary)
     listener.listen(16)
     os.replace(temporary, path)  # a stale socket of a killed one is replaced at once
     _log(f"ready on {path} after {time.monotonic() - started:.2f} s ({spec})")
