@@ -193,3 +193,20 @@ def test_closing_the_service_loads_nothing_more() -> None:
         "print(json.dumps(sorted(set(sys.modules) - before)))"
     )
     assert seen == []
+
+
+def test_closing_the_service_while_the_shell_tool_is_half_imported_does_not_fail() -> None:
+    # The warm-up thread imports the tools; an `exit` may come while agent_ls.tools.shell is
+    # in sys.modules without its functions yet. The exit must go on (the server hung).
+    seen = _fresh(
+        "import json, sys, types\n"
+        "from agent_ls.agent.service import AgentService\n"
+        "from agent_ls.settings import Settings\n"
+        "sys.modules['agent_ls.tools.shell'] = types.ModuleType('agent_ls.tools.shell')\n"
+        "hooks = []\n"
+        "service = AgentService(lambda: Settings())\n"
+        "service.exit_hooks.append(lambda: hooks.append('ran'))\n"
+        "service.close_now()\n"
+        "print(json.dumps(hooks))"
+    )
+    assert seen == ["ran"]

@@ -443,11 +443,15 @@ class AgentService:
         it completes).
         """
         self.cancel()
-        # Only a shell tool that was loaded can have started commands; loading it now would
-        # hold the exit for a tenth of a second of imports.
+        # Only a shell tool that was loaded can have started commands: loading it now would
+        # hold the exit for a tenth of a second of imports, and one the warm-up thread is
+        # still importing (half-made in sys.modules) has started none either.
         shell = sys.modules.get("agent_ls.tools.shell")
-        if shell is not None:
-            shell.kill_live_groups()
+        try:
+            if shell is not None:
+                shell.kill_live_groups()
+        except Exception:
+            log.exception("killing the running commands failed")
         for hook in self.exit_hooks:
             try:
                 hook()

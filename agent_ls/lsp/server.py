@@ -308,8 +308,10 @@ def on_exit(ls: AgentServer, params: Any) -> None:
     and the interpreter would tear down the whole heap; neither does anything for the user.
     """
     code = 0 if ls.protocol._shutdown else 1
-    ls.service.close_now()
-    exit_now(code)
+    try:
+        ls.service.close_now()
+    finally:  # a clean-up that failed must not keep the process alive
+        exit_now(code)
 
 
 def exit_now(code: int) -> NoReturn:
