@@ -18,9 +18,10 @@ import contextlib
 import json
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
-from bench.client import LspClient
+from bench.client import LspClient, children_of
 from bench.servers import (
     AGENT_LS,
     PY,
@@ -38,7 +39,10 @@ NAME = "exit"
 WARM_PAUSE = 2.5  # seconds for the SDK warm-up thread to finish after the first status
 
 
-def _one(config: Config, argv: list[str], agent: bool) -> float:
+@contextlib.contextmanager
+def _server(config: Config, argv: list[str]) -> Iterator[LspClient]:
+    """A server on a small workspace with the Anthropic model (no API key needed: the SDK
+    imports and warms all the same), ``initialize`` answered; closed at the end."""
     root = small_workspace(config)
     env = server_env(
         config,
@@ -49,27 +53,29 @@ def _one(config: Config, argv: list[str], agent: bool) -> float:
     client = LspClient(argv, cwd=root, env=env)
     try:
         client.initialize(root)
-        client.initialized()
-        if agent:
-            wait_warm(client)
-        time.sleep(0.2 if config.quick else WARM_PAUSE)
-        client.call("shutdown", None)
-        sent = now()
-        client.notify("exit", None)
-        client.closed = True
-        client.proc.wait(timeout=10)
-        return (now() - sent) * 1000
+        yield client
     finally:
         client.close()
 
 
-def _children(pid: int) -> list[int]:
-    found: list[int] = []
-    with contextlib.suppress(OSError):
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            with contextlib.suppress(OSError):
-                found += [int(c) for c in (task / "children").read_text().split()]
-    return found
+def _exit(client: LspClient) -> float:
+    """``shutdown``, then ``exit``: when ``exit`` was sent; the process is gone on return."""
+    client.call("shutdown", None)
+    sent = now()
+    client.notify("exit", None)
+    client.closed = True
+    client.proc.wait(timeout=10)
+    return sent
+
+
+def _one(config: Config, argv: list[str], agent: bool) -> float:
+    with _server(config, argv) as client:
+        client.initialized()
+        if agent:
+            wait_warm(client)
+        time.sleep(0.2 if config.quick else WARM_PAUSE)
+        sent = _exit(client)
+        return (now() - sent) * 1000
 
 
 def _running(pid: int) -> bool:
@@ -84,29 +90,14 @@ def _running(pid: int) -> bool:
 def _tree(config: Config) -> float:
     """``exit`` right after ``initialize``, while the model worker still imports the SDK →
     the server and its worker gone, in ms (polled every 0.5 ms)."""
-    root = small_workspace(config)
-    env = server_env(
-        config,
-        AGENT_LS_MODEL="anthropic:claude-sonnet-5-5",
-        ANTHROPIC_API_KEY="x",
-        ANTHROPIC_BASE_URL="http://127.0.0.1:9",
-    )
-    client = LspClient(AGENT_LS, cwd=root, env=env)
-    try:
-        client.initialize(root)
-        workers = _children(client.proc.pid)
+    with _server(config, AGENT_LS) as client:
+        workers = children_of(client.proc.pid)
         if not workers:
             raise RuntimeError("agent-ls serve started no model worker")
-        client.call("shutdown", None)
-        sent = now()
-        client.notify("exit", None)
-        client.closed = True
-        client.proc.wait(timeout=10)
+        sent = _exit(client)
         while any(_running(pid) for pid in workers) and now() - sent < 10:
             time.sleep(0.0005)
         return (now() - sent) * 1000
-    finally:
-        client.close()
 
 
 def _headless(config: Config) -> float:
