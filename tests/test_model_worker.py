@@ -517,7 +517,9 @@ def test_stdin_closing_ends_the_worker_at_once_while_its_sdk_still_imports(
     sdk = tmp_path / "sdk" / "anthropic"
     sdk.mkdir(parents=True)
     (sdk / "__init__.py").write_text("")
-    (sdk / "_client.py").write_text("import time\ntime.sleep(60)\n")
+    begun = tmp_path / "import-begun"
+    stall = f"import time\nopen({str(begun)!r}, 'w').close()\ntime.sleep(60)\n"
+    (sdk / "_client.py").write_text(stall)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(sdk.parent), *sys.path[1:]])}
     env.update(ANTHROPIC_API_KEY="k", ANTHROPIC_BASE_URL="http://127.0.0.1:9")
     proc = subprocess.Popen(
@@ -527,7 +529,10 @@ def test_stdin_closing_ends_the_worker_at_once_while_its_sdk_still_imports(
         env=env,
     )
     try:
-        time.sleep(1.0)  # the import has begun
+        deadline = time.monotonic() + 30
+        while not begun.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert begun.exists(), "the worker never began importing the SDK"
         assert proc.poll() is None
         assert proc.stdin is not None
         proc.stdin.close()
