@@ -94,6 +94,17 @@ def warm(tmp_path: Path) -> Iterator[Warm]:
     assert not process.socket.exists(), "a stopped warm process leaves no socket"
 
 
+def warm_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``agent-ls warm ARGS`` in ``env``, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "agent_ls", "warm", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 def run(
     workspace: Path,
     warm: Warm,
@@ -243,13 +254,7 @@ def test_a_killed_warm_process_leaves_runs_working(workspace: Path, tmp_path: Pa
     done = run(workspace, process, EDIT_SCRIPT, "--yes", "-q", "Say Hi")
     assert done.returncode == 0, done.stderr
     assert 'return "Hi " + name' in (workspace / "app.py").read_text()
-    status = subprocess.run(
-        [sys.executable, "-m", "agent_ls", "warm", "--status"],
-        env=process.env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    status = warm_cli(process.env, "--status")
     assert status.returncode == 1 and "none running" in status.stdout
     assert not process.socket.exists(), "--status removes a socket nobody listens on"
 
@@ -264,13 +269,7 @@ def test_warm_starts_in_the_background_and_stops(tmp_path: Path) -> None:
     env = {**os.environ, "AGENT_LS_WARM_DIR": str(tmp_path / "warm")}
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "agent_ls", "warm", *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        return warm_cli(env, *args)
 
     started = cli("--idle", "300")
     assert started.returncode == 0, started.stderr
@@ -409,26 +408,14 @@ def test_status_without_a_socket_folder_says_none_and_creates_nothing(tmp_path: 
     folder = tmp_path / "never"
     env = {**os.environ, "AGENT_LS_WARM_DIR": str(folder)}
     for flag, code in (("--status", 1), ("--stop", 0)):
-        done = subprocess.run(
-            [sys.executable, "-m", "agent_ls", "warm", flag],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = warm_cli(env, flag)
         assert done.returncode == code, done.stderr
         assert "none running" in done.stdout
     assert not folder.exists()
 
 
 def test_a_second_warm_process_for_the_same_installation_steps_aside(warm: Warm) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "agent_ls", "warm", "--foreground"],
-        env=warm.env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = warm_cli(warm.env, "--foreground")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"ready {warm.socket}"
     assert "one is running already" in done.stderr
