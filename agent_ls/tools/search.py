@@ -1030,22 +1030,25 @@ class _MatchCollector:
         return not self.more, open_counted
 
     def _block_segments(self) -> list[_Segment]:
-        """The kept whole blocks cut into one segment per file, in rg's order.
+        """The kept whole blocks cut into one segment per file, in rg's order."""
+        return self._segments(*self._kept_pieces()) if self._blocks else []
 
-        The blocks are the start of one run's output: joined, its files are the pieces
-        between empty lines, each a path, then the file's match lines.
-        """
-        if not self._blocks:
-            return []
+    def _kept_pieces(self) -> tuple[list[bytes], list[int]]:
+        """The kept whole blocks joined (the start of one run's output) and cut at the gaps
+        between files: each piece is a path, then that file's match lines. With each, where
+        its first FIELD_SEP is (-1: none, a path with no kept match, or one holding the gap)."""
         data = b"".join(block if end == len(block) else block[:end] for block, end in self._blocks)
+        pieces = data.split(self._gap)
+        return pieces, [piece.find(FIELD_SEP) for piece in pieces]
+
+    def _segments(self, pieces: list[bytes], seps: list[int]) -> list[_Segment]:
+        """``_kept_pieces`` as segments, each path decoded."""
         encoding, errors, gap = FS_ENCODING, FS_ERRORS, self._gap
         after_gap = gap[2:].decode(encoding, errors)  # what the gap took of the next path
-        pieces = data.split(gap)
-        seps = [piece.find(FIELD_SEP) for piece in pieces]
         if -1 in seps[:-1]:  # a path holding the gap was cut there: join it to the next
             return self._joined_segments(pieces, gap, after_gap)
-        if seps[-1] < 0:  # the kept bytes end with a path: a file with no kept match
-            del pieces[-1], seps[-1]
+        if seps and seps[-1] < 0:  # the kept bytes end with a path: a file with no kept match
+            pieces, seps = pieces[:-1], seps[:-1]
         # A path ends before its first match's line.
         lines = [piece.rfind(b"\n", 0, sep) for piece, sep in zip(pieces, seps, strict=True)]
         return [
@@ -1065,11 +1068,9 @@ class _MatchCollector:
         those of the files shown are decoded; paths that are not UTF-8 take the long way.
         """
         gap = self._gap
-        data = b"".join(block if end == len(block) else block[:end] for block, end in self._blocks)
-        pieces = data.split(gap)
-        seps = [piece.find(FIELD_SEP) for piece in pieces]
+        pieces, seps = self._kept_pieces()
         if seps[-1] < 0:  # the kept bytes end with a path: a file with no kept match
-            del pieces[-1], seps[-1]
+            pieces, seps = pieces[:-1], seps[:-1]
         lines = [piece.rfind(b"\n", 0, sep) for piece, sep in zip(pieces, seps, strict=True)]
         tails = [piece[:line] for piece, line in zip(pieces, lines, strict=True)]
         if tails:
@@ -1079,7 +1080,7 @@ class _MatchCollector:
                 raise UnicodeError("paths to take the long way")
             b"\n".join(tails).decode("utf-8")
         except UnicodeError:
-            for segment in sorted(self._block_segments(), key=attrgetter("path")):
+            for segment in sorted(self._segments(pieces, seps), key=attrgetter("path")):
                 yield from segment.matches()
             return
         walk = gap[2:].decode(FS_ENCODING, FS_ERRORS)
