@@ -47,13 +47,14 @@ class Sdk:
 
 # Bodies that do more than re-export run whole, the first time a name of theirs is used.
 # ``anthropic`` sets up the SDK's logging and renames its exports' ``__module__``;
-# ``anthropic.lib.streaming`` defines type aliases; ``anthropic.tools`` star-imports.
+# ``anthropic.tools`` star-imports. (``anthropic.lib.streaming`` also defines type aliases:
+# those run its body when asked for; its re-exports are taken alone.)
 # Both top packages bind ``resources`` to a proxy of the module of that name: deferred, the
 # name gives the module itself.
 ANTHROPIC = Sdk(
     "anthropic",
     anthropic_model.SDK_VERSION,
-    frozenset({"anthropic", "anthropic.lib.streaming", "anthropic.tools"}),
+    frozenset({"anthropic", "anthropic.tools"}),
     frozenset({("anthropic", "resources")}),
 )
 # openai's resource packages export lazily themselves (a module ``__getattr__``), as does its
@@ -240,7 +241,14 @@ print(json.dumps(sorted(k for k in sys.modules if k == "{name}" or k.startswith(
 """
 MODELS = {"anthropic": "AnthropicModel", "openai": "OpenAIModel"}
 UNUSED = {
-    "anthropic": ("anthropic.lib.vertex", "anthropic.lib.bedrock", "anthropic.resources.beta"),
+    "anthropic": (
+        "anthropic.lib.vertex",
+        "anthropic.lib.bedrock",
+        "anthropic.resources.beta",
+        # lib.streaming's body makes beta aliases (150 ms of pydantic generics): not its
+        # MessageStreamManager's business.
+        "anthropic.lib.streaming._beta_messages",
+    ),
     "openai": ("openai.lib.azure", "openai.lib.bedrock", "openai.providers"),
 }
 
@@ -462,6 +470,70 @@ def test_hook_mechanics_on_a_package_of_our_own(tmp_path: Path) -> None:
     assert out["star"] == ["A", "C"] and out["deferred_after_all"] is False
     assert out["broken"] == ["ModuleNotFoundError", "ModuleNotFoundError"]  # each time
     assert "missing_name" in out["missing"]
+
+
+def test_reexports_takes_type_aliases_as_the_bodys_own() -> None:
+    source = textwrap.dedent(
+        """
+        from typing_extensions import TypeAlias
+        from ._types import Event as Event, Model
+        Alias: TypeAlias = Model[object]
+        Either = Event | Model
+        __all__ = ["Event"]
+        """
+    )
+    assert reexports("pkg", source) == {
+        "TypeAlias": None,
+        "Event": ("pkg._types", "Event"),
+        "Model": ("pkg._types", "Model"),
+        "Alias": None,
+        "Either": None,
+    }
+    for impure in ("X = make()", "X = A + B", "X = [A]", "X = y = A", "import os", "del A"):
+        assert reexports("pkg", f"from ._t import A\n{impure}\n") is None, impure
+
+
+def test_a_type_alias_runs_its_body_a_reexport_beside_it_does_not(tmp_path: Path) -> None:
+    pkg = tmp_path / "alias_sdk"
+    pkg.mkdir()
+    (tmp_path / "ran.py").write_text("order = []\n")
+    (pkg / "_version.py").write_text('__version__ = "1.0"\n')
+    (pkg / "__init__.py").write_text(
+        "from typing_extensions import TypeAlias\n"
+        "from .a import A as A\nfrom .b import B as B\n"
+        "Both: TypeAlias = tuple[A, B]\n"
+    )
+    for leaf in ("a", "b"):
+        (pkg / f"{leaf}.py").write_text(
+            f"import ran\nran.order.append({leaf!r})\nclass {leaf.upper()}: pass\n"
+        )
+    script = """
+        import json, sys
+        sys.path.insert(0, sys.argv[1])
+        from agent_ls.models.sdk_import import defer_package_bodies, is_deferred
+        import ran
+        defer_package_bodies("alias_sdk", version="1.0")
+        import alias_sdk
+        out = {"A": alias_sdk.A.__name__, "after_A": list(ran.order)}
+        out["deferred_after_A"] = is_deferred(alias_sdk)
+        out["Both"] = repr(alias_sdk.Both)
+        out["after_Both"] = list(ran.order)
+        out["deferred_after_Both"] = is_deferred(alias_sdk)
+        print(json.dumps(out))
+    """
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["A"] == "A" and out["after_A"] == ["a"] and out["deferred_after_A"] is True
+    assert out["Both"] == "tuple[alias_sdk.a.A, alias_sdk.b.B]"
+    assert out["after_Both"] == ["a", "b"] and out["deferred_after_Both"] is False
 
 
 @per_sdk

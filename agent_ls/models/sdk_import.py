@@ -12,8 +12,11 @@ A name asked of a deferred package is found where its body would have found it: 
 body re-exports (``from .message import Message as Message``) is taken from the module it
 names, imported alone; a submodule's name the body does not bind imports the submodule;
 anything else runs the body. A body is read (not run) for its re-exports only when it consists
-of relative ``from`` imports, ``__all__`` and its docstring; any other body runs the first time
-a name it binds is asked for. Where a body binds a submodule's name to something else
+of relative ``from`` imports, ``__all__``, its docstring, names imported from ``typing`` and
+type aliases (``BetaTextEvent: TypeAlias = ParsedBetaTextEvent``: names, attributes,
+subscripts and ``|`` of them, nothing called); an alias is made by running the body when it is
+first asked for, not when a re-export beside it is. Any other body runs the first time a name
+it binds is asked for. Where a body binds a submodule's name to something else
 (``from .vertex import vertex``), the submodule does not become the package's attribute when
 it is imported: the name keeps answering what the body binds.
 
@@ -40,8 +43,11 @@ from typing import Any
 
 _lock = threading.RLock()  # one body runs at a time, and a second thread waits for it
 _installed: set[str] = set()
-# package -> {name: (module, attribute or None for the module itself)}; None: not re-exports
-_reexports: dict[str, dict[str, tuple[str, str | None]] | None] = {}
+# package -> {name: (module, attribute or None for the module itself), or None when the body
+# makes it (a type alias)}; None for the package: its body does more than that.
+Table = dict[str, tuple[str, str | None] | None]
+_reexports: dict[str, Table | None] = {}
+_TYPING = frozenset({"typing", "typing_extensions"})
 _bound: dict[str, frozenset[str] | None] = {}  # package -> what its (impure) body binds
 
 
@@ -112,10 +118,11 @@ def _set_class(module: types.ModuleType, kind: type[types.ModuleType]) -> None:
     module.__class__ = kind
 
 
-def reexports(package: str, source: str) -> dict[str, tuple[str, str | None]] | None:
+def reexports(package: str, source: str) -> Table | None:
     """What the body ``source`` of ``package`` binds, by name: ``(module, attribute)``, the
-    attribute None when the name is the module; None when the body does more than re-export."""
-    names: dict[str, tuple[str, str | None]] = {}
+    attribute None when the name is the module, or None when the body makes it (a type
+    alias, a name from ``typing``); None when the body does more than that."""
+    names: Table = {}
     for node in ast.parse(source).body:
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
             continue  # the docstring
@@ -124,6 +131,13 @@ def reexports(package: str, source: str) -> dict[str, tuple[str, str | None]] | 
         ):
             continue
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == "__future__":
+            continue
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in _TYPING:
+            names.update((a.asname or a.name, None) for a in node.names if a.name != "*")
+            continue
+        made = _type_alias(node)
+        if made is not None:
+            names[made] = None
             continue
         if not isinstance(node, ast.ImportFrom) or node.level == 0:
             return None
@@ -137,6 +151,27 @@ def reexports(package: str, source: str) -> dict[str, tuple[str, str | None]] | 
             else:
                 names[bound] = (base, alias.name)
     return names
+
+
+def _type_alias(node: ast.stmt) -> str | None:
+    """The name ``node`` binds when it is a type alias (``X = A[B] | C``, ``X: T = ...``):
+    one name, a value that only names, subscripts and joins with ``|`` (nothing called)."""
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        target, value = node.targets[0], node.value
+    elif isinstance(node, ast.AnnAssign) and node.value is not None:
+        target, value = node.target, node.value
+    else:
+        return None
+    if not isinstance(target, ast.Name) or target.id == "__all__":
+        return None
+    for part in ast.walk(value):
+        if isinstance(part, ast.BinOp) and not isinstance(part.op, ast.BitOr):
+            return None
+        if not isinstance(
+            part, ast.Name | ast.Attribute | ast.Subscript | ast.Tuple | ast.Constant | ast.BinOp
+        ) and not isinstance(part, ast.expr_context | ast.BitOr):
+            return None
+    return target.id
 
 
 def bound_names(source: str) -> frozenset[str]:
@@ -173,7 +208,7 @@ def _source_of(module: types.ModuleType) -> str | None:
         return None
 
 
-def _reexports_of(module: types.ModuleType) -> dict[str, tuple[str, str | None]] | None:
+def _reexports_of(module: types.ModuleType) -> Table | None:
     name = module.__name__
     with _lock:
         if name not in _reexports:
@@ -206,8 +241,9 @@ class _DeferredPackage(types.ModuleType):
     def __getattr__(self, name: str) -> Any:
         if not name.startswith("__"):
             table = _reexports_of(self)
-            if table is not None and name in table:
-                source, attribute = table[name]
+            entry = table.get(name) if table is not None else None
+            if entry is not None:
+                source, attribute = entry
                 value: Any = importlib.import_module(source)
                 if attribute is not None:
                     value = getattr(value, attribute)
