@@ -735,9 +735,11 @@ def test_block_reading_matches_a_plain_json_reading(
 def test_match_lines_read_as_a_json_parse_reads_them(tmp_path: Path, pattern: str) -> None:
     # Lines with what could mislead a reader of rg's lines: field separators, JSON and
     # digits in the text, characters before the match (a byte offset), no UTF-8, a long
-    # line clipped around its match, a carriage return.
+    # line clipped around its match, a carriage return; each in ASCII-only files too.
     write(tmp_path, "a.txt", '"},"lines":{"text":"needle\\"x\t\\u00e9 needle\n')
     write(tmp_path, "b.txt", "ééé needle ✓ needle\r\nline_number 3:4: needle\n")
+    write(tmp_path, "crlf.txt", "a needle\r\n\r\nneedle 2:3: x\r\n")
+    write(tmp_path, "wide.txt", "w" * 400 + " needle " + "v" * 700 + "\nneedle\n")
     write(tmp_path, 'q"uote.txt', "é" * 400 + "needle" + "x" * 700 + "\n")
     write(tmp_path, "bytes.txt", b"caf\xe9 needle \xff\n")
     reference = subprocess.run(
@@ -750,7 +752,11 @@ def test_match_lines_read_as_a_json_parse_reads_them(tmp_path: Path, pattern: st
             expected.append(json_match(json_path(obj["data"]["path"]), obj["data"]))
     collector = search._MatchCollector(None)
     collector.feed()(tool_output(pattern, tmp_path))
-    assert list(collector.ordered()) == sorted(expected, key=lambda m: (m.path, m.line))
+    in_order = sorted(expected, key=lambda m: (m.path, m.line))
+    assert list(collector.ordered()) == in_order
+    # what the answer is made of: per file, each line's number and text
+    by_file = [(p, n, t) for p, lines in collector.by_file() for n, t in lines]
+    assert by_file == [(m.path, str(m.line), m.text) for m in in_order]
     assert len(expected) >= (1 if pattern == "✓" else 4)
 
 

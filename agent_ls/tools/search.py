@@ -31,6 +31,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
+from itertools import groupby
 from operator import attrgetter
 from pathlib import Path
 from typing import ClassVar
@@ -847,8 +848,28 @@ class _Segment:
     end: int
 
     def matches(self) -> Iterator[Match]:
+        path = self.path
+        for number, text in self.numbered():
+            yield Match(path, int(number), text)
+
+    def numbered(self) -> Iterator[tuple[str, str]]:
+        """Each match line's number (as rg printed it) and its text as shown."""
+        data = self.block[self.start : self.end]
+        if data.isascii() and b"\r" not in data:  # most code: one decode, no terminators
+            short = MAX_LINE_CHARS
+            for line in data.decode("ascii").split("\n"):
+                fields = line.split("\0", 2)
+                if len(fields) < 3:  # rg's notice about a binary file, or the segment's end
+                    continue
+                number, column, text = fields
+                yield number, text if len(text) <= short else _clip(text, int(column) - 1)
+            return
+        for match in self._parsed(data):
+            yield str(match.line), match.text
+
+    def _parsed(self, data: bytes) -> Iterator[Match]:
         path, match, short = self.path, Match, MAX_LINE_CHARS
-        for line in self.block[self.start : self.end].split(b"\n"):
+        for line in data.split(b"\n"):
             fields = line.split(FIELD_SEP, 2)
             if len(fields) < 3:  # rg's notice about a binary file, or the segment's end
                 continue
@@ -1062,7 +1083,13 @@ class _MatchCollector:
         ]
 
     def _whole_ordered(self) -> Iterator[Match]:
-        """``ordered`` for the kept whole blocks of one run, where each file comes once.
+        """``ordered`` for the kept whole blocks of one run, where each file comes once."""
+        for segment in self._whole_segments():
+            yield from segment.matches()
+
+    def _whole_segments(self) -> Iterator[_Segment]:
+        """The kept whole blocks of one run, one segment per file (each file comes once),
+        by path.
 
         The paths are sorted as bytes (UTF-8 keeps the order of the characters) and only
         those of the files shown are decoded; paths that are not UTF-8 take the long way.
@@ -1080,14 +1107,12 @@ class _MatchCollector:
                 raise UnicodeError("paths to take the long way")
             b"\n".join(tails).decode("utf-8")
         except UnicodeError:
-            for segment in sorted(self._segments(pieces, seps), key=attrgetter("path")):
-                yield from segment.matches()
+            yield from sorted(self._segments(pieces, seps), key=attrgetter("path"))
             return
         walk = gap[2:].decode(FS_ENCODING, FS_ERRORS)
         for i in sorted(range(len(tails)), key=tails.__getitem__):
             piece = pieces[i]
-            path = walk + tails[i].decode("utf-8")
-            yield from _Segment(path, piece, lines[i] + 1, len(piece)).matches()
+            yield _Segment(walk + tails[i].decode("utf-8"), piece, lines[i] + 1, len(piece))
 
     @staticmethod
     def _joined_segments(pieces: list[bytes], gap: bytes, after_gap: str) -> list[_Segment]:
@@ -1148,6 +1173,16 @@ class _MatchCollector:
         self.total += len(found)
         self.kept.extend(found)
         self.kept_count += len(found)
+
+    def by_file(self) -> Iterator[tuple[str, Iterator[tuple[str, str]]]]:
+        """``ordered`` grouped by file: each path with its match lines' numbers and texts
+        (for the answer, which needs no :class:`Match` for them)."""
+        if not self.kept:
+            for segment in self._whole_segments():
+                yield segment.path, segment.numbered()
+            return
+        for path, matches in groupby(self.ordered(), key=attrgetter("path")):
+            yield path, ((str(m.line), m.text) for m in matches)
 
     def ordered(self) -> Iterator[Match]:
         """The kept matches by path and line, parsed as they are read.
@@ -1382,17 +1417,16 @@ def _format_matches(collector: _MatchCollector, workspace: Workspace) -> str:
     display = _displayer(workspace)
     shown: list[str] = []
     budget = RESULT_CHAR_CAP - 500
-    path, shown_path = None, ""
-    for match in collector.ordered():
-        if len(shown) == MAX_SHOWN_MATCHES:
+    for path, numbered in collector.by_file():
+        if len(shown) == MAX_SHOWN_MATCHES or budget < 0:
             break
-        if match.path is not path:  # a file's matches come one after the other
-            path, shown_path = match.path, display(match.path)
-        line = f"{shown_path}:{match.line}: {match.text}"
-        budget -= len(line) + 1
-        if budget < 0:
-            break
-        shown.append(line)
+        prefix = display(path)
+        for number, text in numbered:
+            line = f"{prefix}:{number}: {text}"
+            budget -= len(line) + 1
+            if budget < 0 or len(shown) == MAX_SHOWN_MATCHES:
+                break
+            shown.append(line)
     omitted = collector.total - len(shown)
     if omitted:
         more = "more than " if collector.more else ""
