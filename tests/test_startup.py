@@ -34,6 +34,22 @@ def test_the_first_status_reads_the_model_without_loading_pydantic() -> None:
     assert str(seen["model"]).startswith("anthropic:")
 
 
+def test_pygls_reads_no_type_hints_of_a_command_on_each_call() -> None:
+    # pygls calls typing.get_type_hints on a command's handler for every executeCommand:
+    # with the wrappers' string annotations that compiled each anew (60 µs a command).
+    seen = _fresh(
+        "import json\n"
+        "from pygls.protocol.language_server import _get_handler_params_annotations\n"
+        "from agent_ls.lsp import server\n"
+        "commands = server.server.protocol.fm.commands\n"
+        "hints = {n: sorted(_get_handler_params_annotations(h)[1]) for n, h in commands.items()}\n"
+        "hinted = {n: a for n, a in hints.items() if a}\n"
+        "print(json.dumps({'count': len(commands), 'hinted': hinted}))"
+    )
+    assert int(str(seen["count"])) >= 10
+    assert seen["hinted"] == {}
+
+
 def test_the_sandbox_probe_started_at_launch_is_the_one_status_uses() -> None:
     seen = _fresh(
         "import json, shutil\n"

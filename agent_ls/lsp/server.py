@@ -443,6 +443,10 @@ def command(name: str, params: str | None = None) -> Callable[[CommandHandler], 
 
         wrapper.__name__ = wrapper.__qualname__ = handler.__name__
         wrapper.__doc__ = handler.__doc__
+        # pygls reads a command handler's type hints on every call (``get_type_hints``
+        # compiles each string annotation anew): 60 µs of each command, 16 without them.
+        # The wrapper takes its arguments raw, so it needs none (``ls`` is found by name).
+        wrapper.__annotations__ = {}
         server.command(name)(wrapper)
         return handler
 
