@@ -536,6 +536,93 @@ def test_a_type_alias_runs_its_body_a_reexport_beside_it_does_not(tmp_path: Path
     assert out["after_Both"] == ["a", "b"] and out["deferred_after_Both"] is False
 
 
+READ_BODIES = """
+import json, sys
+from agent_ls.models import sdk_import
+read = []
+for name in ("reexports", "bound_names"):
+    def counted(*args, _real=getattr(sdk_import, name)):
+        read.append(1)
+        return _real(*args)
+    setattr(sdk_import, name, counted)
+import asyncio
+from agent_ls.models.{name} import {model}
+# the model worker's warm-up, which keeps what it read once the SDK is ready
+asyncio.run({model}("m", api_key="k").warm_then_rehearse(lambda: None, lambda: True))
+loaded = sorted(k for k in sys.modules if k == "{name}" or k.startswith("{name}."))
+print(json.dumps({{"read": len(read), "loaded": loaded}}))
+"""
+
+
+@per_sdk
+def test_the_next_start_reads_no_package_body(sdk: Sdk, tmp_path: Path) -> None:
+    # What the bodies were read to be is kept in the data dir: the next process loads the
+    # same modules without parsing one body (~30 ms of anthropic's first request).
+    script = READ_BODIES.format(name=sdk.name, model=MODELS[sdk.name])
+    data = {"AGENT_LS_DATA_DIR": str(tmp_path)}
+    first, second = _run(script, **data), _run(script, **data)
+    assert first["read"] > 10 and second["read"] == 0
+    assert second["loaded"] == first["loaded"]
+    kept = list((tmp_path / "cache").glob(f"sdk-import-{sdk.name}-{sdk.version}.json"))
+    assert len(kept) == 1 and kept[0].stat().st_mode & 0o077 == 0
+
+
+KEPT_DEMO = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from pathlib import Path
+from agent_ls.models import sdk_import
+read = []
+real = sdk_import.reexports
+sdk_import.reexports = lambda *args: read.append(args[0]) or real(*args)
+sdk_import.defer_package_bodies("kept_sdk", version="1.0", cache=Path(sys.argv[2]))
+import kept_sdk
+out = {"A": kept_sdk.A.__module__, "names": sorted(n for n in ("A", "B2") if hasattr(kept_sdk, n))}
+sdk_import.save_analyses()
+out["read"] = read
+print(json.dumps(out))
+"""
+
+
+def test_kept_analyses_are_used_only_while_they_hold(tmp_path: Path) -> None:
+    pkg = tmp_path / "kept_sdk"
+    pkg.mkdir()
+    (pkg / "_version.py").write_text('__version__ = "1.0"\n')
+    (pkg / "__init__.py").write_text("from .a import A as A\n")
+    (pkg / "a.py").write_text("class A: pass\n")
+    (pkg / "b.py").write_text("class B: pass\n")
+    cache = tmp_path / "cache" / "kept.json"
+
+    def run() -> Any:
+        proc = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(KEPT_DEMO), str(tmp_path), str(cache)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+    assert run() == {"A": "kept_sdk.a", "names": ["A"], "read": ["kept_sdk"]}
+    assert run()["read"] == []  # kept
+    # The body changed: its size and time no longer match, and it is read again.
+    (pkg / "__init__.py").write_text("from .a import A as A\nfrom .b import B as B2\n")
+    assert run() == {"A": "kept_sdk.a", "names": ["A", "B2"], "read": ["kept_sdk"]}
+    assert run()["read"] == []
+    # A file that is not what the hook writes, or names a module outside the package, is
+    # not believed: the body is read and the file written anew.
+    kept = json.loads(cache.read_text())
+    kept["kept_sdk"]["table"]["A"] = ["os", "sep"]
+    cache.write_text(json.dumps(kept))
+    assert run() == {"A": "kept_sdk.a", "names": ["A", "B2"], "read": ["kept_sdk"]}
+    for garbage in ("{not json", "[]", '{"kept_sdk": {"stamp": 1}}'):
+        cache.write_text(garbage)
+        assert run() == {"A": "kept_sdk.a", "names": ["A", "B2"], "read": ["kept_sdk"]}
+        assert run()["read"] == []
+
+
 @per_sdk
 def test_eager_setting_turns_the_hook_off(sdk: Sdk) -> None:
     out = _run(

@@ -24,7 +24,7 @@ from agent_ls.models.sdk import (
     import_transport,
     run_canned_stream,
 )
-from agent_ls.models.sdk_import import defer_package_bodies
+from agent_ls.models.sdk_import import analysis_cache, defer_package_bodies
 from agent_ls.ports.messages import (
     Block,
     Message,
@@ -67,7 +67,12 @@ def defer_sdk_packages() -> None:
     """Before the first import of ``openai``: its package bodies run when first used (not
     with ``OPENAI_LOG`` set: the top package's body sets up the SDK's logging)."""
     if not os.environ.get("OPENAI_LOG"):
-        defer_package_bodies("openai", version=SDK_VERSION, exclude=("openai._vendor",))
+        defer_package_bodies(
+            "openai",
+            version=SDK_VERSION,
+            exclude=("openai._vendor",),
+            cache=analysis_cache("openai", SDK_VERSION),
+        )
 
 
 class OpenAIModel(SdkModel["openai.AsyncOpenAI"]):

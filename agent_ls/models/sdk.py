@@ -15,6 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
+from agent_ls.models.sdk_import import save_analyses
 from agent_ls.ports.model import ModelError
 
 # What the SDKs' HTTP client loads on its first real connection (a mocked warm-up stream
@@ -132,6 +133,7 @@ class SdkModel(ABC, Generic[ClientT]):
         await asyncio.to_thread(self.prepare_sdk)
         with contextlib.suppress(ModelError):  # stream() reports it, where the loop shows it
             await asyncio.to_thread(self._make_client)
+        await asyncio.to_thread(save_analyses)  # the next start reads no package body
 
     async def warm_then_rehearse(
         self, ready: Callable[[], None], rehearse: Callable[[], bool]
@@ -148,6 +150,7 @@ class SdkModel(ABC, Generic[ClientT]):
         await asyncio.sleep(0)  # those waiting for ready hear it before the rehearsal's imports
         if rehearse():
             await self.rehearse()
+        await asyncio.to_thread(save_analyses)  # the next start reads no package body
 
     @abstractmethod
     def prepare_sdk(self) -> None:

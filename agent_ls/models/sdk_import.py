@@ -24,21 +24,29 @@ That is sound when re-exporting is all a body does (nothing changes but when, an
 rest of it is imported), so the hook is installed for one SDK version whose packages a test
 has checked (``tests/test_sdk_import.py``); any other installed version imports as usual.
 ``AGENT_LS_EAGER_SDK=1`` turns the hook off. It serves ``anthropic`` and ``openai``.
+
+Reading the bodies (``ast``) takes ~30 ms of the first request's path for ``anthropic``; what
+they were read to be is kept in a JSON file in the data dir (``cache=``), each package under
+its ``__init__``'s size and modification time, and read from there by the next process.
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import json
 import os
 import re
 import sys
 import threading
 import types
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 _lock = threading.RLock()  # one body runs at a time, and a second thread waits for it
@@ -46,17 +54,30 @@ _installed: set[str] = set()
 # package -> {name: (module, attribute or None for the module itself), or None when the body
 # makes it (a type alias)}; None for the package: its body does more than that.
 Table = dict[str, tuple[str, str | None] | None]
-_reexports: dict[str, Table | None] = {}
 _TYPING = frozenset({"typing", "typing_extensions"})
-_bound: dict[str, frozenset[str] | None] = {}  # package -> what its (impure) body binds
 
 
-def defer_package_bodies(package: str, *, version: str, exclude: Sequence[str] = ()) -> bool:
+@dataclass(frozen=True)
+class Analysis:
+    """What a package body is: the names it re-exports (None: it does more), and then the
+    names it binds (None: unknown; nothing is taken early)."""
+
+    table: Table | None
+    bound: frozenset[str] | None
+
+
+_analyses: dict[str, Analysis] = {}  # package -> what its body is, read in this process
+
+
+def defer_package_bodies(
+    package: str, *, version: str, exclude: Sequence[str] = (), cache: Path | None = None
+) -> bool:
     """Defer the ``__init__`` of ``package`` and of its subpackages (but those under an
     ``exclude`` prefix) until a name of theirs is first used; True when the hook is in place.
 
     Nothing happens when ``package`` is imported already, when the installed version is not
     ``version`` (its packages were not checked), or when ``AGENT_LS_EAGER_SDK`` is set.
+    ``cache``: the file that keeps what the bodies were read to be (:func:`save_analyses`).
     """
     with _lock:
         if package in _installed:
@@ -65,9 +86,26 @@ def defer_package_bodies(package: str, *, version: str, exclude: Sequence[str] =
             return False
         if installed_version(package) != version:
             return False
+        if cache is not None:
+            _stores[package] = _Store(cache, package)
         sys.meta_path.insert(0, _Finder(package, tuple(exclude)))
         _installed.add(package)
         return True
+
+
+def analysis_cache(package: str, version: str) -> Path:
+    """Where the analyses of ``package`` at ``version`` are kept: the data dir's cache."""
+    from agent_ls.dirs import data_dir
+
+    return data_dir() / "cache" / f"sdk-import-{package}-{version}.json"
+
+
+def save_analyses() -> None:
+    """Write the bodies read in this process, if any, to their package's cache file (best
+    effort: a file that cannot be written is read anew next time)."""
+    with _lock:
+        for store in _stores.values():
+            store.save()
 
 
 def installed_version(package: str) -> str | None:
@@ -208,29 +246,134 @@ def _source_of(module: types.ModuleType) -> str | None:
         return None
 
 
-def _reexports_of(module: types.ModuleType) -> Table | None:
+def _analysis(module: types.ModuleType) -> Analysis:
     name = module.__name__
     with _lock:
-        if name not in _reexports:
-            source = _source_of(module)
-            try:
-                _reexports[name] = None if source is None else reexports(name, source)
-            except (SyntaxError, ValueError, ImportError):
-                _reexports[name] = None
-        return _reexports[name]
+        found = _analyses.get(name)
+        if found is None:
+            origin = module.__spec__.origin if module.__spec__ else None
+            store = _stores.get(name.partition(".")[0]) if origin else None
+            found = store.get(name, origin) if store and origin else None
+            if found is None:
+                found = analyse(name, _source_of(module))
+                if store and origin:
+                    store.put(name, origin, found)
+            _analyses[name] = found
+        return found
+
+
+def analyse(package: str, source: str | None) -> Analysis:
+    """What the body ``source`` of ``package`` is (None: unreadable)."""
+    if source is None:
+        return Analysis(None, None)
+    try:
+        table = reexports(package, source)
+    except (SyntaxError, ValueError, ImportError):
+        table = None
+    if table is not None:
+        return Analysis(table, None)
+    try:
+        return Analysis(None, bound_names(source))
+    except SyntaxError:
+        return Analysis(None, None)
+
+
+def _reexports_of(module: types.ModuleType) -> Table | None:
+    return _analysis(module).table
 
 
 def _bound_by(module: types.ModuleType) -> frozenset[str] | None:
     """The names an impure body binds; None when unknown (then nothing is taken early)."""
-    name = module.__name__
-    with _lock:
-        if name not in _bound:
-            source = _source_of(module)
+    return _analysis(module).bound
+
+
+class _Store:
+    """The analyses an earlier process made of one SDK's package bodies, in a JSON file: each
+    under the size and modification time of the ``__init__`` it read, and used only while
+    those match."""
+
+    def __init__(self, path: Path, package: str) -> None:
+        self.path, self.package = path, package
+        self._entries: dict[str, Any] | None = None
+        self._new: dict[str, Any] = {}
+
+    def get(self, name: str, origin: str) -> Analysis | None:
+        entry = self._load().get(name)
+        if not isinstance(entry, dict) or entry.get("stamp") != _stamp(origin):
+            return None
+        try:
+            return self._decode(entry)
+        except (TypeError, ValueError, KeyError):
+            return None  # not what this module writes: read the body
+
+    def put(self, name: str, origin: str, analysis: Analysis) -> None:
+        stamp = _stamp(origin)
+        if stamp is None:
+            return
+        table = analysis.table
+        self._new[name] = {
+            "stamp": stamp,
+            "table": None if table is None else {k: v and list(v) for k, v in table.items()},
+            "bound": None if analysis.bound is None else sorted(analysis.bound),
+        }
+
+    def save(self) -> None:
+        if not self._new:
+            return
+        entries = {**self._load(), **self._new}
+        self._new = {}
+        self._entries = entries
+        import tempfile
+
+        with contextlib.suppress(OSError):
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name)
             try:
-                _bound[name] = None if source is None else bound_names(source)
-            except SyntaxError:
-                _bound[name] = None
-        return _bound[name]
+                with os.fdopen(fd, "w", encoding="utf-8") as out:
+                    json.dump(entries, out)
+                os.replace(temporary, self.path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temporary)
+                raise
+
+    def _load(self) -> dict[str, Any]:
+        if self._entries is None:
+            try:
+                loaded = json.loads(self.path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                loaded = None
+            self._entries = loaded if isinstance(loaded, dict) else {}
+        return self._entries
+
+    def _decode(self, entry: dict[str, Any]) -> Analysis:
+        raw_table, raw_bound = entry["table"], entry["bound"]
+        table: Table | None = None
+        if raw_table is not None:
+            table = {}
+            for key, value in dict(raw_table).items():
+                if value is None:
+                    table[str(key)] = None
+                    continue
+                module, attribute = value
+                if not isinstance(module, str) or not isinstance(attribute, str | None):
+                    raise TypeError(module)
+                if not (module == self.package or module.startswith(self.package + ".")):
+                    raise ValueError(f"{module} is not in {self.package}")
+                table[str(key)] = (module, attribute)
+        bound = None if raw_bound is None else frozenset(str(n) for n in raw_bound)
+        return Analysis(table, bound)
+
+
+def _stamp(path: str) -> list[int] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return [info.st_size, info.st_mtime_ns]
+
+
+_stores: dict[str, _Store] = {}  # top package -> its analyses' file
 
 
 class _DeferredPackage(types.ModuleType):
