@@ -103,9 +103,12 @@ class ProviderErrors:
     # -- failures without an HTTP status ------------------------------------------------
 
     def unreachable(self, cause: BaseException, exc: BaseException) -> ModelError:
-        """No connection to the API (refused, DNS, TLS, timeout before a response)."""
+        """No connection to the API (refused, DNS, TLS, timeout before a response), saying
+        why as the network layer did (the SDK's own message is only "Connection error.")."""
+        detail = (str(cause) if cause is not exc else "") or str(exc)
         return ModelError(
-            f"cannot reach the {self.label} API ({type(cause).__name__}): {exc}", retryable=True
+            f"cannot reach the {self.label} API ({type(cause).__name__}: {detail})",
+            retryable=True,
         )
 
     def cut(self, cause: BaseException) -> ModelError:

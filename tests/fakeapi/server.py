@@ -27,6 +27,7 @@ import itertools
 import json
 import signal
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -254,8 +255,10 @@ class FakeAPI:
         port: int = 0,
         chunk_delay: float = 0.0,
         validate: bool = True,
+        tls: tuple[str, str] | None = None,
     ):
         self.chunk_delay = chunk_delay
+        self.tls = tls  # (certificate file, key file): served over HTTPS
         self.validate = validate
         self.rejections: list[tuple[RecordedRequest, str]] = []
         self.bindings = ThinkingBindings()
@@ -280,6 +283,10 @@ class FakeAPI:
         if self._server is None:
             self._server = _Server((self._host, self._port), self.handler)
             self._server.fake = self
+            if self.tls is not None:
+                context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+                context.load_cert_chain(*self.tls)
+                self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
             self._thread = threading.Thread(
                 target=self._server.serve_forever,
                 kwargs={"poll_interval": 0.05},
@@ -310,7 +317,7 @@ class FakeAPI:
         if self._server is None:
             raise RuntimeError("FakeAPI is not started")
         host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return f"{'https' if self.tls else 'http'}://{host!s}:{port}"
 
     # scripting
     def enqueue(self, *responses: Response) -> FakeAPI:
