@@ -195,8 +195,7 @@ def test_a_rebound_submodule_name_gives_what_a_plain_import_gives(sdk: Sdk) -> N
     )
     plain = _run(f"import {sdk.name}\n" + probe)
     deferred = _run(
-        f"from agent_ls.models.{sdk.name} import defer_sdk_packages\n"
-        "defer_sdk_packages()\n" + probe
+        f"from agent_ls.models.{sdk.name} import defer_sdk_packages\ndefer_sdk_packages()\n" + probe
     )
     assert deferred == plain
 
@@ -617,7 +616,17 @@ def test_kept_analyses_are_used_only_while_they_hold(tmp_path: Path) -> None:
     kept["kept_sdk"]["table"]["A"] = ["os", "sep"]
     cache.write_text(json.dumps(kept))
     assert run() == {"A": "kept_sdk.a", "names": ["A", "B2"], "read": ["kept_sdk"]}
-    for garbage in ("{not json", "[]", '{"kept_sdk": {"stamp": 1}}'):
+    stamp = kept["kept_sdk"]["stamp"]
+    wrong_shapes = [
+        {"kept_sdk": {"stamp": stamp, "table": [["A", ["kept_sdk.b", "B"]]], "bound": None}},
+        {"kept_sdk": {"stamp": stamp, "table": None, "bound": "AB"}},
+    ]
+    for garbage in (
+        "{not json",
+        "[]",
+        '{"kept_sdk": {"stamp": 1}}',
+        *map(json.dumps, wrong_shapes),
+    ):
         cache.write_text(garbage)
         assert run() == {"A": "kept_sdk.a", "names": ["A", "B2"], "read": ["kept_sdk"]}
         assert run()["read"] == []

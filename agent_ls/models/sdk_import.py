@@ -348,10 +348,12 @@ class _Store:
 
     def _decode(self, entry: dict[str, Any]) -> Analysis:
         raw_table, raw_bound = entry["table"], entry["bound"]
+        if not isinstance(raw_table, dict | None) or not isinstance(raw_bound, list | None):
+            raise TypeError("table or bound")
         table: Table | None = None
         if raw_table is not None:
             table = {}
-            for key, value in dict(raw_table).items():
+            for key, value in raw_table.items():
                 if value is None:
                     table[str(key)] = None
                     continue
@@ -361,7 +363,9 @@ class _Store:
                 if not (module == self.package or module.startswith(self.package + ".")):
                     raise ValueError(f"{module} is not in {self.package}")
                 table[str(key)] = (module, attribute)
-        bound = None if raw_bound is None else frozenset(str(n) for n in raw_bound)
+        if raw_bound is not None and not all(isinstance(n, str) for n in raw_bound):
+            raise TypeError("bound")
+        bound = None if raw_bound is None else frozenset(raw_bound)
         return Analysis(table, bound)
 
 
