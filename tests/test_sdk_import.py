@@ -128,9 +128,10 @@ def _bound_at_top(source: str) -> dict[str, str]:
     return bound
 
 
-def _run(script: str, **env: str) -> Any:
+def _run(script: str, *argv: str, **env: str) -> Any:
+    """Run ``script`` (with ``argv``) in a fresh interpreter; its last line, as JSON."""
     proc = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(script)],
+        [sys.executable, "-c", textwrap.dedent(script), *argv],
         capture_output=True,
         text=True,
         timeout=120,
@@ -450,16 +451,7 @@ def test_hook_mechanics_on_a_package_of_our_own(tmp_path: Path) -> None:
             out["missing"] = str(exc)
         print(json.dumps(out))
     """
-    proc = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(script), str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout)
+    out = _run(script, str(tmp_path))
     assert out["wrong_version"] is False and out["installed"] is True
     assert out["after_import"] == []  # the package's body did not run
     assert out["after_A"] == ["a"]  # only the module A comes from
@@ -520,16 +512,7 @@ def test_a_type_alias_runs_its_body_a_reexport_beside_it_does_not(tmp_path: Path
         out["deferred_after_Both"] = is_deferred(alias_sdk)
         print(json.dumps(out))
     """
-    proc = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(script), str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout)
+    out = _run(script, str(tmp_path))
     assert out["A"] == "A" and out["after_A"] == ["a"] and out["deferred_after_A"] is True
     assert out["Both"] == "tuple[alias_sdk.a.A, alias_sdk.b.B]"
     assert out["after_Both"] == ["a", "b"] and out["deferred_after_Both"] is False
@@ -593,16 +576,7 @@ def test_kept_analyses_are_used_only_while_they_hold(tmp_path: Path) -> None:
     cache = tmp_path / "cache" / "kept.json"
 
     def run() -> Any:
-        proc = subprocess.run(
-            [sys.executable, "-c", textwrap.dedent(KEPT_DEMO), str(tmp_path), str(cache)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-        )
-        assert proc.returncode == 0, proc.stderr
-        return json.loads(proc.stdout)
+        return _run(KEPT_DEMO, str(tmp_path), str(cache))
 
     assert run() == {"A": "kept_sdk.a", "names": ["A"], "read": ["kept_sdk"]}
     assert run()["read"] == []  # kept

@@ -255,14 +255,14 @@ def _analysis(module: types.ModuleType) -> Analysis:
             store = _stores.get(name.partition(".")[0]) if origin else None
             found = store.get(name, origin) if store and origin else None
             if found is None:
-                found = analyse(name, _source_of(module))
+                found = _analyse(name, _source_of(module))
                 if store and origin:
                     store.put(name, origin, found)
             _analyses[name] = found
         return found
 
 
-def analyse(package: str, source: str | None) -> Analysis:
+def _analyse(package: str, source: str | None) -> Analysis:
     """What the body ``source`` of ``package`` is (None: unreadable)."""
     if source is None:
         return Analysis(None, None)
