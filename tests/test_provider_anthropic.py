@@ -605,3 +605,143 @@ def test_end_of_life_comes_from_the_sdks_own_table() -> None:
     for model, date in DEPRECATED_MODELS.items():
         assert end_of_life(model) == date
     assert end_of_life("claude-sonnet-5-5") is None
+
+
+# --- the final message, gathered from the raw events -----------------------------------------
+
+
+def _raw_events(records: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+    from anthropic._models import construct_type
+    from anthropic.types.raw_message_stream_event import RawMessageStreamEvent
+
+    return [
+        construct_type(type_=RawMessageStreamEvent, value=json.loads(json.dumps(data)))
+        for kind, data in records
+        if kind != "ping"
+    ]
+
+
+def _gathered_by_sdk(records: list[tuple[str, dict[str, Any]]]) -> Any:
+    """The reference: the SDK's own ``MessageStream`` accumulation of the same events."""
+    from anthropic.lib.streaming._messages import accumulate_event
+
+    snapshot: Any = None
+    json_bufs: dict[int, bytes] = {}
+    for event in _raw_events(records):
+        snapshot = accumulate_event(event=event, current_snapshot=snapshot, json_bufs=json_bufs)
+    return snapshot
+
+
+def _gathered_here(records: list[tuple[str, dict[str, Any]]]) -> Any:
+    from agent_ls.models.anthropic import _Accumulator
+
+    turn = _Accumulator()
+    for event in _raw_events(records):
+        turn.add(event)
+    return turn.message
+
+
+GATHERED_TURNS = {
+    "text": Turn(text="Hello there, general Kenobi."),
+    "thinking, text and tools": Turn(
+        thinking="Let me look at the file first.",
+        signature="sig-123",
+        text="Reading both.",
+        tool_uses=[
+            ("read_file", {"file_path": "a.py", "ünïcode": "✓ \u2028"}),
+            ("list_files", {"pattern": "**/*.py", "nested": {"a": [1, 2.5, None, True]}}),
+        ],
+        usage=TurnUsage(
+            input_tokens=7,
+            output_tokens=42,
+            cache_read_input_tokens=900,
+            cache_creation_input_tokens=30,
+        ),
+    ),
+    "redacted thinking": Turn(redacted_thinking="opaque==", text="ok"),
+    "a tool without input": Turn(tool_uses=[("list_files", {})]),
+    "tool input cut by max_tokens": Turn(
+        tool_uses=[("read_file", '{"file_path": "a very long na')], stop_reason="max_tokens"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GATHERED_TURNS))
+def test_the_final_message_is_gathered_as_the_sdks_message_stream_does(name: str) -> None:
+    import itertools
+
+    from agent_ls.models.anthropic import complete_turn
+    from tests.fakeapi.wire import anthropic_records
+
+    records = anthropic_records(GATHERED_TURNS[name], MODEL, "msg_1", itertools.count())
+    ours, sdk = _gathered_here(records), _gathered_by_sdk(records)
+    assert complete_turn(ours, "b") == complete_turn(sdk, "b")
+    assert ours.usage.to_dict() == sdk.usage.to_dict()
+    assert (ours.stop_reason, ours.stop_sequence) == (sdk.stop_reason, sdk.stop_sequence)
+
+
+def test_gathering_a_complete_message_gives_the_non_streaming_one() -> None:
+    import itertools
+
+    from anthropic.types.message import Message as SdkMessage
+
+    from agent_ls.models.anthropic import complete_turn
+    from tests.fakeapi.wire import anthropic_message, anthropic_records
+
+    turn = GATHERED_TURNS["thinking, text and tools"]
+    records = anthropic_records(turn, MODEL, "msg_1", itertools.count())
+    whole = SdkMessage.construct(**anthropic_message(turn, MODEL, "msg_1", itertools.count()))
+    assert complete_turn(_gathered_here(records)) == complete_turn(whole)
+
+
+def test_usage_a_message_delta_leaves_out_keeps_the_starts() -> None:
+    records: list[tuple[str, dict[str, Any]]] = [
+        (
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "m",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": MODEL,
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {
+                        "input_tokens": 3,
+                        "output_tokens": 1,
+                        "cache_read_input_tokens": 50,
+                        "cache_creation_input_tokens": 0,
+                    },
+                },
+            },
+        ),
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "usage": {"output_tokens": 9, "cache_creation_input_tokens": 4},
+            },
+        ),
+        ("message_stop", {"type": "message_stop"}),
+    ]
+    ours, sdk = _gathered_here(records), _gathered_by_sdk(records)
+    assert ours.usage.to_dict() == sdk.usage.to_dict()
+    assert (ours.usage.input_tokens, ours.usage.output_tokens) == (3, 9)
+    assert (ours.usage.cache_read_input_tokens, ours.usage.cache_creation_input_tokens) == (50, 4)
+
+
+def test_tool_input_that_is_not_json_fails_as_the_sdks_does() -> None:
+    import itertools
+
+    from tests.fakeapi.wire import anthropic_records
+
+    records = anthropic_records(
+        Turn(tool_uses=[("read_file", '{"file_path": ]]')]), MODEL, "m", itertools.count()
+    )
+    with pytest.raises(ValueError, match="Unable to parse tool parameter JSON"):
+        _gathered_by_sdk(records)
+    with pytest.raises(ValueError, match="Unable to parse tool parameter JSON"):
+        _gathered_here(records)

@@ -1,17 +1,24 @@
 """The Anthropic Messages API as a :class:`~agent_ls.models.sdk.Model`.
 
-Streams one turn with ``AsyncAnthropic.messages.stream``, translates our provider-neutral
-history to the wire format (assistant blocks echoed exactly, thinking signatures included),
-puts prompt-cache breakpoints so that each request extends the previous one, and turns every
-failure into a :class:`ModelError` that says whether retrying may help. The SDK retries nothing
-(``max_retries=0``): the agent loop owns retries. ``anthropic`` is imported lazily because it
-takes over a second to import and the language server must start fast, and from the modules
-that define what we use, its package bodies deferred (:mod:`agent_ls.models.sdk_import`): the
-first request then waits for about half of the SDK.
+Streams one turn through the SDK's async client (``POST /v1/messages`` with ``stream``, as
+``messages.create(stream=True)`` sends it, its raw events gathered into the final message as
+the SDK's ``MessageStream`` does), translates our provider-neutral history to the wire format
+(assistant blocks echoed exactly, thinking signatures included), puts prompt-cache breakpoints
+so that each request extends the previous one, and turns every failure into a
+:class:`ModelError` that says whether retrying may help. The SDK retries nothing
+(``max_retries=0``): the agent loop owns retries.
+
+``anthropic`` is imported lazily because it takes over a second to import and the language
+server must start fast, and from the modules that define what we use, its package bodies
+deferred (:mod:`agent_ls.models.sdk_import`), and its OpenTelemetry span helpers and error
+table imported when first called: the first request then waits for about a sixth of the SDK.
+Not through the Messages resource: its module, and the ``messages.stream`` helper's, import
+the beta Messages types for their tracing and parsing (~250 ms).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -47,6 +54,14 @@ if TYPE_CHECKING:
 # The SDK release whose package bodies tests/test_sdk_import.py checked: only re-exports of
 # their own modules, so running them late changes nothing. Another release imports as usual.
 SDK_VERSION = "2.14.0"
+# Plain modules of that release whose bodies wait for a call of these functions (or a use of
+# any other of their names): the OpenTelemetry span helpers, called when a span records (their
+# module imports the beta Messages types: ~200 ms), and the error table, used on an error
+# response (every error type: ~100 ms). Their bodies only import and define (tested).
+FORWARDED = {
+    "anthropic.lib._tracing._api_call": ("finish_api_call_span",),
+    "anthropic._error_classes": ("make_status_error",),
+}
 IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})  # tool results
 _STOP_REASONS = {"end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal"}
 
@@ -97,7 +112,8 @@ class AnthropicModel(SdkModel["anthropic.AsyncAnthropic"]):
         return self._client
 
     def stream_resource(self, client: anthropic.AsyncAnthropic) -> object:
-        return client.messages
+        _stream_class()
+        return client
 
     def binding_of(self, request: ModelRequest) -> str:
         """What this request's thinking blocks are bound to besides the messages before them
@@ -155,13 +171,15 @@ class AnthropicModel(SdkModel["anthropic.AsyncAnthropic"]):
         tool_ids: dict[int, str] = {}
         final: Any = None
         try:
-            async with client.messages.stream(**params) as events:
+            turn = _Accumulator()
+            async with await open_stream(client, params) as events:
                 async for event in events:
+                    turn.add(event)
                     translated = _translate(event, tool_ids)
                     if translated is not None:
                         yield translated
                     elif event.type == "message_stop":
-                        final = event.message
+                        final = turn.message
         except APIStatusError as exc:
             raise status_error(exc, self._model) from exc
         except APIConnectionError as exc:
@@ -178,6 +196,94 @@ class AnthropicModel(SdkModel["anthropic.AsyncAnthropic"]):
 
 
 # --- events and the final message --------------------------------------------------------
+
+
+async def open_stream(client: anthropic.AsyncAnthropic, params: dict[str, Any]) -> Any:
+    """The raw event stream of ``params`` (``AsyncStream[RawMessageStreamEvent]``), requested
+    as ``messages.create(stream=True)`` does: its path, body, span name and route.
+
+    Not its span attributes: the SDK computes them for every request, span or not, with a
+    module that imports the beta Messages types (~200 ms). A span, where OpenTelemetry
+    records one, has the client's attributes and the request's (method, URL, stream)."""
+    from anthropic._base_client import make_request_options
+
+    stream_class, message_class = _stream_class()
+    options = make_request_options(span_name="anthropic.messages.create", span_route="/v1/messages")
+    return await client.post(
+        "/v1/messages",
+        body={**params, "stream": True},
+        options=options,
+        cast_to=message_class,
+        stream=True,
+        stream_cls=stream_class,
+    )
+
+
+@functools.cache
+def _stream_class() -> tuple[Any, Any]:
+    """``AsyncStream[RawMessageStreamEvent]`` and ``Message`` (importing their modules)."""
+    from anthropic._streaming import AsyncStream
+    from anthropic.types.message import Message
+    from anthropic.types.raw_message_stream_event import RawMessageStreamEvent
+
+    return AsyncStream[RawMessageStreamEvent], Message
+
+
+class _Accumulator:
+    """The final ``Message`` of a raw event stream, gathered as the SDK's ``MessageStream``
+    gathers it (``accumulate_event``), for what :func:`complete_turn` reads: the content
+    blocks (text, thinking and its signature, tool input JSON), stop reason and usage."""
+
+    def __init__(self) -> None:
+        self.message: Any = None
+        self._json: dict[int, bytes] = {}  # tool input, by block index
+
+    def add(self, event: Any) -> None:
+        kind = event.type
+        if kind == "message_start":
+            self.message = event.message
+            return
+        message = self.message
+        if message is None:
+            raise ValueError(f"unexpected event order: {kind} before message_start")
+        if kind == "content_block_start":
+            message.content.append(event.content_block)
+        elif kind == "content_block_delta":
+            block, delta = message.content[event.index], event.delta
+            if delta.type == "text_delta" and block.type == "text":
+                block.text += delta.text
+            elif delta.type == "thinking_delta" and block.type == "thinking":
+                block.thinking += delta.thinking
+            elif delta.type == "signature_delta" and block.type == "thinking":
+                block.signature = delta.signature
+            elif delta.type == "input_json_delta" and block.type in _TOOL_INPUT_BLOCKS:
+                self._json[event.index] = self._json.get(event.index, b"") + bytes(
+                    delta.partial_json, "utf-8"
+                )
+        elif kind == "message_delta":
+            message.stop_reason = event.delta.stop_reason
+            message.stop_sequence = event.delta.stop_sequence
+            usage = event.usage
+            message.usage.output_tokens = usage.output_tokens
+            # Cumulative totals, each given only when it applies (the start's stands).
+            for field in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
+                value = getattr(usage, field, None)
+                if value is not None:
+                    setattr(message.usage, field, value)
+        elif kind == "message_stop" and self._json:
+            from jiter import from_json
+
+            for index, text in self._json.items():
+                try:  # partial: a tool call cut short by max_tokens keeps what it had
+                    message.content[index].input = from_json(text, partial_mode=True)
+                except ValueError as exc:
+                    raise ValueError(
+                        f"Unable to parse tool parameter JSON from model: {exc}. "
+                        f"JSON: {text.decode('utf-8', 'replace')}"
+                    ) from exc
+
+
+_TOOL_INPUT_BLOCKS = ("tool_use", "server_tool_use")
 
 
 def _translate(event: Any, tool_ids: dict[int, str]) -> ModelEvent | None:
@@ -340,7 +446,6 @@ def status_error(exc: anthropic.APIStatusError, model: str) -> ModelError:
     return error
 
 
-
 _WARM_STREAM = "".join(
     f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n"
     for kind, data in (
@@ -395,6 +500,7 @@ def defer_sdk_packages() -> None:
             version=SDK_VERSION,
             exclude=("anthropic._vendor",),
             cache=analysis_cache("anthropic", SDK_VERSION),
+            forward=FORWARDED,
         )
 
 
@@ -414,11 +520,13 @@ async def _stream_once(http: Any) -> None:
     client = AsyncAnthropic(
         api_key="warm-up", base_url="http://warm-up.invalid", http_client=http, max_retries=0
     )
-    async with client.messages.stream(
-        model="warm-up", max_tokens=1, messages=[{"role": "user", "content": "x"}]
-    ) as events:
-        async for _ in events:
-            pass
+    params = {"model": "warm-up", "max_tokens": 1, "messages": [{"role": "user", "content": "x"}]}
+    turn = _Accumulator()
+    async with await open_stream(client, params) as events:
+        async for event in events:
+            turn.add(event)
+            _translate(event, {})
+    complete_turn(turn.message)
 
 
 def _prewarm_stream() -> bool:

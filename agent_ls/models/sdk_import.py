@@ -25,6 +25,13 @@ rest of it is imported), so the hook is installed for one SDK version whose pack
 has checked (``tests/test_sdk_import.py``); any other installed version imports as usual.
 ``AGENT_LS_EAGER_SDK=1`` turns the hook off. It serves ``anthropic`` and ``openai``.
 
+A few plain modules can be deferred too (``forward=``), each with the functions it defines
+that its importers only call: until a call, or any other name of the module, needs its body,
+they get a forwarder that runs the body and calls the function it defined. ``anthropic``'s
+OpenTelemetry span helpers (called only when a span records) import the beta Messages types,
+and its table of error classes (used on an error response) every error type: ~300 ms of the
+first request's CPU between them.
+
 Reading the bodies (``ast``) takes ~30 ms of the first request's path for ``anthropic``; what
 they were read to be is kept in a JSON file in the data dir (``cache=``), each package under
 its ``__init__``'s size and modification time, and read from there by the next process.
@@ -44,7 +51,7 @@ import re
 import sys
 import threading
 import types
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,7 +77,12 @@ _analyses: dict[str, Analysis] = {}  # package -> what its body is, read in this
 
 
 def defer_package_bodies(
-    package: str, *, version: str, exclude: Sequence[str] = (), cache: Path | None = None
+    package: str,
+    *,
+    version: str,
+    exclude: Sequence[str] = (),
+    cache: Path | None = None,
+    forward: Mapping[str, Sequence[str]] | None = None,
 ) -> bool:
     """Defer the ``__init__`` of ``package`` and of its subpackages (but those under an
     ``exclude`` prefix) until a name of theirs is first used; True when the hook is in place.
@@ -78,6 +90,8 @@ def defer_package_bodies(
     Nothing happens when ``package`` is imported already, when the installed version is not
     ``version`` (its packages were not checked), or when ``AGENT_LS_EAGER_SDK`` is set.
     ``cache``: the file that keeps what the bodies were read to be (:func:`save_analyses`).
+    ``forward``: plain modules of ``package`` whose bodies are deferred too, each with the
+    functions (defined by ``def`` in its body) that are forwarders until the body runs.
     """
     with _lock:
         if package in _installed:
@@ -88,7 +102,8 @@ def defer_package_bodies(
             return False
         if cache is not None:
             _stores[package] = _Store(cache, package)
-        sys.meta_path.insert(0, _Finder(package, tuple(exclude)))
+        forwarded = {name: tuple(functions) for name, functions in (forward or {}).items()}
+        sys.meta_path.insert(0, _Finder(package, tuple(exclude), forwarded))
         _installed.add(package)
         return True
 
@@ -126,29 +141,30 @@ def installed_version(package: str) -> str | None:
 
 def is_deferred(module: types.ModuleType) -> bool:
     """Whether ``module``'s body has not run yet."""
-    return type(module) is _DeferredPackage
+    return type(module) in (_DeferredPackage, _DeferredModule)
 
 
 def load(module: types.ModuleType) -> None:
-    """Run a deferred package's body now (nothing if it ran)."""
+    """Run a deferred package's (or module's) body now (nothing if it ran)."""
     with _lock:
         spec = module.__spec__
-        if type(module) is not _DeferredPackage or spec is None:
+        deferred = type(module)
+        if deferred not in (_DeferredPackage, _DeferredModule) or spec is None:
             return
         loader = spec.loader
         assert isinstance(loader, _DeferringLoader)
         real = loader.real
-        # A loaded package first: names the body asks of its own package while it runs are
-        # looked up as in any partly initialised module.
-        _set_class(module, _LoadedPackage)
+        # Loaded first: names the body asks of its own module while it runs are looked up as
+        # in any partly initialised module.
+        _set_class(module, _LoadedPackage if deferred is _DeferredPackage else types.ModuleType)
         spec.loader = module.__loader__ = real
         try:
             real.exec_module(module)
         except BaseException:
             # Deferred again: the next use runs the body again and raises again, instead of
-            # finding a half-initialised package.
+            # finding a half-initialised module.
             spec.loader = module.__loader__ = loader
-            _set_class(module, _DeferredPackage)
+            _set_class(module, deferred)
             raise
 
 
@@ -460,25 +476,69 @@ class _LoadedPackage(types.ModuleType):
         return found
 
 
-class _DeferringLoader(importlib.abc.Loader):
-    """Creates the package module as the real loader would, and leaves its body for later."""
+class _DeferredModule(types.ModuleType):
+    """A plain module whose body has not run: only its forwarders are there (they run it
+    when called); any other name runs it first."""
 
-    def __init__(self, real: importlib.abc.Loader) -> None:
-        self.real = real
+    def __getattr__(self, name: str) -> Any:
+        if name == "__path__":  # asked by every ``from`` import of it: a module has none
+            raise AttributeError(name)
+        load(self)
+        if is_deferred(self):  # no spec to run it from
+            raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
+        return getattr(self, name)
+
+    def __dir__(self) -> list[str]:
+        load(self)
+        return sorted(self.__dict__)
+
+
+def _forwarder(module: types.ModuleType, name: str) -> Any:
+    """What ``module.name`` is until the body runs: the function the body defines, called
+    once the body has run."""
+
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        load(module)
+        function = module.__dict__.get(name)
+        if function is forward or function is None:  # the body does not define it
+            raise AttributeError(f"module {module.__name__!r} has no attribute {name!r}")
+        return function(*args, **kwargs)
+
+    forward.__name__ = forward.__qualname__ = name
+    forward.__module__ = module.__name__
+    forward.__doc__ = f"``{module.__name__}.{name}``, whose module is imported at the first call."
+    return forward
+
+
+class _DeferringLoader(importlib.abc.Loader):
+    """Creates the module as the real loader would, and leaves its body for later: a
+    package's, or a plain module's with ``forwarded`` functions."""
+
+    def __init__(
+        self, real: importlib.abc.Loader, forwarded: tuple[str, ...] | None = None
+    ) -> None:
+        self.real, self.forwarded = real, forwarded
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
         return self.real.create_module(spec)
 
     def exec_module(self, module: types.ModuleType) -> None:
-        _set_class(module, _DeferredPackage)
+        if self.forwarded is None:
+            _set_class(module, _DeferredPackage)
+            return
+        _set_class(module, _DeferredModule)
+        for name in self.forwarded:
+            module.__dict__[name] = _forwarder(module, name)
 
     def __getattr__(self, name: str) -> Any:  # get_resource_reader, get_filename, ...
         return getattr(self.real, name)
 
 
 class _Finder(importlib.abc.MetaPathFinder):
-    def __init__(self, package: str, exclude: tuple[str, ...]) -> None:
-        self.package, self.exclude = package, exclude
+    def __init__(
+        self, package: str, exclude: tuple[str, ...], forward: dict[str, tuple[str, ...]]
+    ) -> None:
+        self.package, self.exclude, self.forward = package, exclude, forward
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None
@@ -488,11 +548,10 @@ class _Finder(importlib.abc.MetaPathFinder):
         if any(fullname == e or fullname.startswith(e + ".") for e in self.exclude):
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if (
-            spec is None
-            or spec.submodule_search_locations is None  # not a package: imported as usual
-            or not isinstance(spec.loader, importlib.machinery.SourceFileLoader)
-        ):
+        if spec is None or not isinstance(spec.loader, importlib.machinery.SourceFileLoader):
             return spec
-        spec.loader = _DeferringLoader(spec.loader)
-        return spec
+        if spec.submodule_search_locations is not None:
+            spec.loader = _DeferringLoader(spec.loader)
+        elif fullname in self.forward:
+            spec.loader = _DeferringLoader(spec.loader, self.forward[fullname])
+        return spec  # any other module: imported as usual
