@@ -251,8 +251,6 @@ def test_serve_starts_the_worker_with_the_process(
         assert "result" in server.request("initialize", params)  # and no `initialized`
         workers = model_workers(server.proc.pid)
         assert len(workers) == expected, children(server.proc.pid)
-        # An editor's first ask comes later: the worker rehearses a stream meanwhile.
-        assert not any("--no-rehearsal" in cmd for _, cmd in children(server.proc.pid))
     finally:
         server.close()
     for pid in workers:
@@ -296,8 +294,6 @@ def test_run_hands_its_early_worker_to_the_server(
     assert len(workers) == 1, tree
     servers = [pid for pid, cmd in direct.items() if is_server(cmd)]
     assert len(servers) == 1, direct
-    if fork == "0":
-        assert "--no-rehearsal" in tree[workers[0]]  # the ask follows at once
     assert workers[0] in direct, "the run's worker is the client's child, not the server's"
     for pid in workers:
         assert _wait_gone(pid), "the worker outlived the run"

@@ -1,6 +1,6 @@
 """The model worker: a process of its own that imports the SDKs and streams the turns.
 
-``python -m agent_ls.models.worker [--log-level LEVEL] [--no-rehearsal] [SPEC ...]`` (the
+``python -m agent_ls.models.worker [--log-level LEVEL] [SPEC ...]`` (the
 server calls :func:`main` through ``-c``, or forked, see :mod:`agent_ls.models.remote`) warms
 the SDKs of the ``SPEC``s at once, then serves :mod:`agent_ls.models.remote` over its stdin and
 stdout:
@@ -10,9 +10,8 @@ its stdout. In::
     ("warm", spec)                 import that model's SDK and build its client, then answer
                                    ("warmed", spec) (informational: a stream waits for the
                                    warm-up here, the server does not); a canned in-memory
-                                   stream follows unless a real one started or
-                                   ``--no-rehearsal`` (each SPEC of the command line too),
-                                   and stops when a real one starts
+                                   stream follows unless a real one started (each SPEC of
+                                   the command line too), and stops when a real one starts
     ("stream", sid, spec, request) stream one turn of a ModelRequest
     ("cancel", sid)                stop that stream (its HTTP response is closed)
 
@@ -188,7 +187,7 @@ def settle_gc() -> None:
 
 
 def main(argv: list[str]) -> int:
-    """``[--log-level LEVEL] [--no-rehearsal] [SPEC ...]``"""
+    """``[--log-level LEVEL] [SPEC ...]``"""
     gc.disable()  # while the SDKs import (see agent.warmup.pause_gc); enabled once warm
     # A Ctrl-C is the server's (or its client's) to turn into a cancel: the worker ends only
     # when its stdin does, or when it is killed.
@@ -196,9 +195,6 @@ def main(argv: list[str]) -> int:
     level = "WARNING"
     if argv[:1] == ["--log-level"] and len(argv) > 1:
         level, argv = argv[1].upper(), argv[2:]
-    rehearse = argv[:1] != ["--no-rehearsal"]
-    if not rehearse:
-        argv = argv[1:]
     logging.basicConfig(
         level=getattr(logging, level, logging.WARNING),
         stream=sys.stderr,
@@ -208,7 +204,7 @@ def main(argv: list[str]) -> int:
     # and one may still be importing an SDK (half a second of CPU) for a server that is gone.
     loop = asyncio.new_event_loop()
     try:
-        loop.run_until_complete(serve(argv, rehearse=rehearse))
+        loop.run_until_complete(serve(argv))
     except (ValueError, pickle.UnpicklingError) as exc:
         log.error("model worker: bad input from the server: %s", exc)
         os._exit(2)
