@@ -236,7 +236,7 @@ class _Accumulator:
 
     def __init__(self) -> None:
         self.message: Any = None
-        self._json: dict[int, bytes] = {}  # tool input, by block index
+        self._json: dict[int, list[str]] = {}  # tool input's pieces, by block index
 
     def add(self, event: Any) -> None:
         kind = event.type
@@ -257,9 +257,7 @@ class _Accumulator:
             elif delta.type == "signature_delta" and block.type == "thinking":
                 block.signature = delta.signature
             elif delta.type == "input_json_delta" and block.type in _TOOL_INPUT_BLOCKS:
-                self._json[event.index] = self._json.get(event.index, b"") + bytes(
-                    delta.partial_json, "utf-8"
-                )
+                self._json.setdefault(event.index, []).append(delta.partial_json)
         elif kind == "message_delta":
             message.stop_reason = event.delta.stop_reason
             message.stop_sequence = event.delta.stop_sequence
@@ -273,13 +271,15 @@ class _Accumulator:
         elif kind == "message_stop" and self._json:
             from jiter import from_json
 
-            for index, text in self._json.items():
+            for index, pieces in self._json.items():
+                text = "".join(pieces)
+                if not text:
+                    continue
                 try:  # partial: a tool call cut short by max_tokens keeps what it had
-                    message.content[index].input = from_json(text, partial_mode=True)
+                    message.content[index].input = from_json(text.encode(), partial_mode=True)
                 except ValueError as exc:
                     raise ValueError(
-                        f"Unable to parse tool parameter JSON from model: {exc}. "
-                        f"JSON: {text.decode('utf-8', 'replace')}"
+                        f"Unable to parse tool parameter JSON from model: {exc}. JSON: {text}"
                     ) from exc
 
 
