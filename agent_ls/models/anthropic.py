@@ -77,6 +77,7 @@ class AnthropicModel(SdkModel["anthropic.AsyncAnthropic"]):
     """``anthropic:<model>``. ``api_key``/``base_url`` default to the SDK's environment lookup."""
 
     provider = "anthropic"
+    loaded_after_warm_up = ("anthropic._error_classes",)
 
     @classmethod
     def context_window_of(cls, model: str) -> int:
@@ -161,7 +162,7 @@ class AnthropicModel(SdkModel["anthropic.AsyncAnthropic"]):
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         self._key()  # fail before any request when no credential is configured
         if self._client is None:
-            await self.warm()
+            await self.ready_to_stream()
         client = self._make_client()
         import httpx2
         from anthropic._exceptions import AnthropicError, APIConnectionError, APIStatusError

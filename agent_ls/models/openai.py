@@ -143,7 +143,7 @@ class OpenAIModel(SdkModel["openai.AsyncOpenAI"]):
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         self._endpoint()  # fail before any request when no key is configured
         if self._client is None:
-            await self.warm()
+            await self.ready_to_stream()
         client = self._make_client()
         import httpx2
         from openai._exceptions import APIConnectionError, APIError, APIStatusError, OpenAIError

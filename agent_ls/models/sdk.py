@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from agent_ls.models.sdk_import import save_analyses
+from agent_ls.models.sdk_import import load_deferred, save_analyses
 from agent_ls.ports.model import ModelError
 
 # What the SDKs' HTTP client loads on its first real connection (a mocked warm-up stream
@@ -98,6 +98,10 @@ class SdkModel(ABC, Generic[ClientT]):
 
     provider: ClassVar[str]
     default_context_window: ClassVar[int]
+    # Modules deferred at the SDK's import that the warm-up runs once the SDK is ready, in its
+    # thread: not on the first request's path, nor on the event loop where a later one needs
+    # them (anthropic's error table: ~100 ms at the first error response otherwise).
+    loaded_after_warm_up: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
         self,
@@ -127,13 +131,19 @@ class SdkModel(ABC, Generic[ClientT]):
         return self._context_window
 
     async def warm(self) -> None:
-        """Import and warm the SDK, then build the client if it is configured."""
+        """Import and warm the SDK, build the client if it is configured, then (in a thread)
+        what no request waits for (:meth:`_after_warm_up`)."""
         if self._client is not None:
             return
+        await self.ready_to_stream()
+        await asyncio.to_thread(self._after_warm_up)
+
+    async def ready_to_stream(self) -> None:
+        """What a stream needs first, in threads: the SDK imported and warmed, the client
+        built if it is configured (``stream`` reports it if not, where the loop shows it)."""
         await asyncio.to_thread(self.prepare_sdk)
-        with contextlib.suppress(ModelError):  # stream() reports it, where the loop shows it
+        with contextlib.suppress(ModelError):
             await asyncio.to_thread(self._make_client)
-        await asyncio.to_thread(save_analyses)  # the next start reads no package body
 
     async def warm_then_rehearse(
         self, ready: Callable[[], None], rehearse: Callable[[], bool]
@@ -150,7 +160,11 @@ class SdkModel(ABC, Generic[ClientT]):
         await asyncio.sleep(0)  # those waiting for ready hear it before the rehearsal's imports
         if rehearse():
             await self.rehearse()
-        await asyncio.to_thread(save_analyses)  # the next start reads no package body
+        await asyncio.to_thread(self._after_warm_up)
+
+    def _after_warm_up(self) -> None:
+        load_deferred(self.loaded_after_warm_up)  # first: they may read package bodies too
+        save_analyses()  # the next start reads no package body
 
     @abstractmethod
     def prepare_sdk(self) -> None:

@@ -123,6 +123,17 @@ def save_analyses() -> None:
             store.save()
 
 
+def load_deferred(names: Sequence[str]) -> None:
+    """Run now the bodies of those modules ``names`` that were imported and are deferred
+    (blocking: for a thread, once no request waits for them). A body that fails stays
+    deferred: its first use raises, where the SDK expects it."""
+    for name in names:
+        module = sys.modules.get(name)
+        if module is not None:
+            with contextlib.suppress(Exception):
+                load(module)
+
+
 def installed_version(package: str) -> str | None:
     """``__version__`` as the package's ``_version.py`` writes it, read without importing."""
     spec = importlib.machinery.PathFinder.find_spec(package)
