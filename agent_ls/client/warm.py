@@ -393,6 +393,7 @@ def preload(spec: str) -> None:
         if isinstance(model, SdkModel):
             model.import_sdk()
             asyncio.run(model.rehearse())  # builds what a stream's parsing builds on first use
+            model.after_warm_up()  # not again in each forked worker
 
 
 class Zygote:

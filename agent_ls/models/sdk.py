@@ -132,11 +132,11 @@ class SdkModel(ABC, Generic[ClientT]):
 
     async def warm(self) -> None:
         """Import and warm the SDK, build the client if it is configured, then (in a thread)
-        what no request waits for (:meth:`_after_warm_up`)."""
+        what no request waits for (:meth:`after_warm_up`)."""
         if self._client is not None:
             return
         await self.ready_to_stream()
-        await asyncio.to_thread(self._after_warm_up)
+        await asyncio.to_thread(self.after_warm_up)
 
     async def ready_to_stream(self) -> None:
         """What a stream needs first, in threads: the SDK imported and warmed, the client
@@ -160,9 +160,11 @@ class SdkModel(ABC, Generic[ClientT]):
         await asyncio.sleep(0)  # those waiting for ready hear it before the rehearsal's imports
         if rehearse():
             await self.rehearse()
-        await asyncio.to_thread(self._after_warm_up)
+        await asyncio.to_thread(self.after_warm_up)
 
-    def _after_warm_up(self) -> None:
+    def after_warm_up(self) -> None:
+        """What no request waits for, once the SDK is ready (blocking, for a thread): the
+        deferred modules of :attr:`loaded_after_warm_up` run, what the import read kept."""
         load_deferred(self.loaded_after_warm_up)  # first: they may read package bodies too
         save_analyses()  # the next start reads no package body
 
