@@ -442,3 +442,28 @@ def test_a_socket_path_too_long_for_a_unix_address_still_serves(
         process.close()
     assert process.proc.returncode == 0, process.log.read_text()
     assert not process.socket.exists()
+
+
+def test_the_warm_process_preloads_what_each_worker_would_run_after_its_warm_up(
+    tmp_path: Path,
+) -> None:
+    # What the SDK's warm-up runs once it is ready (anthropic's error table, 277 modules) is
+    # run once in the warm process: its forked workers find it done instead of each running
+    # it again.
+    script = (
+        "import json, sys\n"
+        "from agent_ls.client.warm import preload\n"
+        "from agent_ls.models.sdk_import import is_deferred\n"
+        "preload('anthropic:claude-sonnet-4-5')\n"
+        "table = sys.modules.get('anthropic._error_classes')\n"
+        "print(json.dumps(table is not None and not is_deferred(table)))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "AGENT_LS_DATA_DIR": str(tmp_path), "ANTHROPIC_API_KEY": "k"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "true"
