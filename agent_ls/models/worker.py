@@ -161,13 +161,13 @@ class Worker:
             log.warning("unknown message %r", kind)
 
 
-async def serve(specs: list[str], *, rehearse: bool = True) -> None:
+async def serve(specs: list[str]) -> None:
     """Warm ``specs``, then answer stdin until it closes."""
     loop = asyncio.get_running_loop()
     # Stray prints (an SDK's warning) must not land between our frames: fd 1 becomes stderr.
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
-    worker = Worker(out, rehearse=rehearse)
+    worker = Worker(out)
     for spec in specs:
         worker.answer_warm(spec)
     reader = asyncio.StreamReader(limit=2**16)
