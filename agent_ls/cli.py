@@ -35,8 +35,11 @@ def _serve(args: argparse.Namespace) -> int:
 
         preload_in_background()
     from agent_ls.lsp.attrs_cache import attrs_code_cache, default_path
+    from agent_ls.lsp.attrs_replay import attrs_replay
+    from agent_ls.lsp.attrs_replay import default_path as replay_path
 
-    with attrs_code_cache(default_path()):  # lsprotocol's classes, compiled by a former start
+    # lsprotocol's classes, as a former start compiled and recorded them
+    with attrs_code_cache(default_path()), attrs_replay(replay_path()):
         from agent_ls.lsp.server import server
 
     if args.tcp:

@@ -378,8 +378,10 @@ def preload(spec: str) -> None:
     import importlib
 
     from agent_ls.lsp.attrs_cache import attrs_code_cache, default_path
+    from agent_ls.lsp.attrs_replay import attrs_replay
+    from agent_ls.lsp.attrs_replay import default_path as replay_path
 
-    with attrs_code_cache(default_path()):
+    with attrs_code_cache(default_path()), attrs_replay(replay_path()):
         importlib.import_module("agent_ls.lsp.server")
     for name in SERVER_MODULES:
         importlib.import_module(name)
