@@ -291,10 +291,12 @@ _LONG_LIVED: set[int] = set()  # the warm process, while it runs
 
 def agent_ls_env(work: Path, fake: Fake, checkout: Path | None = None) -> dict[str, str]:
     env = _base_env()
+    data = work / "agent-ls-data"
     if checkout is not None:  # another checkout of agent-ls, in this Python
         env["PYTHONPATH"] = str(checkout)
+        data = work / "agent-ls-data-compare"  # its caches are its own, as an install's are
     env.update(
-        AGENT_LS_DATA_DIR=str(work / "agent-ls-data"),
+        AGENT_LS_DATA_DIR=str(data),
         AGENT_LS_MODEL="anthropic:claude-sonnet-5-5",
         ANTHROPIC_API_KEY="bench",
         ANTHROPIC_BASE_URL=fake.url,
