@@ -294,11 +294,28 @@ def test_a_changed_body_is_left_to_attrs_and_a_bad_recording_ignored(tmp_path: P
     source.write_text(SHAPES + "\n", encoding="utf-8")
     upgraded = run_probe(SHAPES_PROBE, "replay", str(recording), path=[str(tmp_path)])
     assert upgraded["stats"] == [0, 4, 1, True]
+    # A recording with the right key and recipes it cannot follow: attrs builds every class
+    _rewrite_recipes(recording)
+    unfollowable = run_probe(SHAPES_PROBE, "replay", str(recording), path=[str(tmp_path)])
+    assert unfollowable["stats"] == [0, 4, 1, True]
+    assert unfollowable["behaviour"] == upgraded["behaviour"]
     # Garbage in the file: ignored, recorded again
     recording.write_bytes(recording.read_bytes()[:40] + b"\x00garbage")
     broken = run_probe(SHAPES_PROBE, "replay", str(recording), path=[str(tmp_path)])
     assert broken["stats"] == [0, 4, 1, True]
     assert broken["behaviour"] == upgraded["behaviour"]
+
+
+def _rewrite_recipes(path: Path) -> None:
+    code = (
+        "import marshal, sys\n"
+        "from importlib.util import MAGIC_NUMBER\n"
+        "p = sys.argv[1]\n"
+        "key, recipes = marshal.loads(open(p, 'rb').read()[len(MAGIC_NUMBER):])\n"
+        "recipes = {name: ('junk', 1) for name in recipes}\n"
+        "open(p, 'wb').write(MAGIC_NUMBER + marshal.dumps((key, recipes)))\n"
+    )
+    subprocess.run([sys.executable, "-c", code, str(path)], check=True, timeout=60)
 
 
 def test_the_server_start_replays_lsprotocol(tmp_path: Path) -> None:

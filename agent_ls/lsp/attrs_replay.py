@@ -96,7 +96,8 @@ def attrs_replay(path: Path, module: str = MODULE) -> Iterator[ReplayStats]:
         if recipe is not None:
             try:
                 built = _replay(make, cls, recipe)
-            except _Mismatch:
+            except Exception as exc:  # a recording it cannot follow: attrs builds the class
+                log.debug("not replaying %s: %r", cls.__qualname__, exc)
                 built = None
             if built is not None:
                 stats.replayed += 1
@@ -319,7 +320,7 @@ class _Recorder:
             setattr(make, "_linecache_and_compile", original)  # noqa: B010
         try:
             recipe = self._recipe(cls, built, body_names)
-        except _Mismatch as exc:
+        except Exception as exc:  # whatever it is, the class stays attrs' own
             log.debug("not recording %s: %s", cls.__qualname__, exc)
             return built
         # Rebuild from the same body with the recipe; keep it only if that is the same class.
@@ -329,8 +330,8 @@ class _Recorder:
         try:
             again = _replay(make, cls, recipe)
             differences = [] if again is None else class_differences(again, built)
-        except _Mismatch as exc:
-            differences = [str(exc)]
+        except Exception as exc:  # not reproduced: not recorded
+            again, differences = None, [repr(exc)]
         finally:
             if marker is not None:
                 cls.__attrs_base_of_slotted__ = marker  # type: ignore[attr-defined]
