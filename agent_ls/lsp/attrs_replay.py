@@ -414,7 +414,8 @@ def _replay(make: types.ModuleType, cls: type, recipe: Recipe) -> Any:
     """``cls`` as attrs would build it, following ``recipe``; None when the body differs.
 
     The steps and their order are ``attrs.define``'s for a slotted, mutable class without
-    bases; attrs' own builder makes the slots, the pickling and ``__setattr__`` closures."""
+    bases; attrs' own builder makes the pickling and ``__setattr__`` closures, and the slotted
+    class is made as its ``_create_slots_class`` makes it for such a class."""
     (
         fields,
         own,
