@@ -53,41 +53,48 @@ def _key(source: str, filename: str) -> bytes:
     return hashlib.blake2b(text, digest_size=16).digest()
 
 
-def _load(path: Path) -> dict[bytes, CodeType]:
+def read_marshal(path: Path, what: str) -> Any:
+    """What ``path`` holds, written by :func:`write_marshal` for this bytecode version; None
+    when it is missing, another Python's or unreadable (``what`` names it in the log)."""
     try:
         data = path.read_bytes()
     except OSError:
-        return {}
+        return None
     if not data.startswith(MAGIC_NUMBER):
-        return {}
+        return None
     try:
-        entries = marshal.loads(data[len(MAGIC_NUMBER) :])
+        return marshal.loads(data[len(MAGIC_NUMBER) :])
     except (EOFError, ValueError, TypeError):
-        log.info("ignoring an unreadable attrs code cache: %s", path)
-        return {}
-    if not isinstance(entries, dict) or not all(
-        isinstance(k, bytes) and isinstance(v, CodeType) for k, v in entries.items()
-    ):
-        return {}
-    return entries
+        log.info("ignoring an unreadable %s: %s", what, path)
+        return None
 
 
-def _store(path: Path, entries: dict[bytes, CodeType]) -> bool:
+def write_marshal(path: Path, value: Any, what: str) -> bool:
+    """Replace ``path`` with ``value`` at once (a reader sees the old file or the new one)."""
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as out:
-                out.write(MAGIC_NUMBER + marshal.dumps(entries))
+                out.write(MAGIC_NUMBER + marshal.dumps(value))
             os.replace(tmp, path)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
-    except OSError as exc:
-        log.info("could not write the attrs code cache %s: %s", path, exc)
+    except (OSError, ValueError) as exc:  # ValueError: a value marshal cannot write
+        log.info("could not write the %s %s: %s", what, path, exc)
         return False
     return True
+
+
+def _load(path: Path) -> dict[bytes, CodeType]:
+    entries = read_marshal(path, "attrs code cache")
+    if not isinstance(entries, dict) or not all(
+        isinstance(k, bytes) and isinstance(v, CodeType) for k, v in entries.items()
+    ):
+        return {}
+    return entries
 
 
 def _attrs_make() -> ModuleType | None:
@@ -142,7 +149,7 @@ def attrs_code_cache(path: Path) -> Iterator[CacheStats]:
     # changes with every interpreter): the file is rewritten only when it is noticeably off.
     changed = stats.misses + len(known.keys() - used.keys())
     if used and changed > REWRITE_SHARE * len(used):
-        stats.written = _store(path, used)
+        stats.written = write_marshal(path, used, "attrs code cache")
     log.debug("attrs code cache: %d hits, %d compiled", stats.hits, stats.misses)
 
 

@@ -26,10 +26,8 @@ import enum
 import functools
 import linecache
 import logging
-import marshal
 import os
 import sys
-import tempfile
 import types
 import weakref
 from collections.abc import Callable, Iterator
@@ -37,6 +35,8 @@ from dataclasses import dataclass, field
 from importlib.util import MAGIC_NUMBER
 from pathlib import Path
 from typing import Any
+
+from agent_ls.lsp.attrs_cache import FUTURE_FLAGS, read_marshal, write_marshal
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,7 @@ def attrs_replay(path: Path, module: str = MODULE) -> Iterator[ReplayStats]:
         if attrs.define is define:
             attrs.define = real_define
     if recorder.recipes:
-        stats.written = _store(path, key, {**known, **recorder.recipes})
+        stats.written = write_marshal(path, (key, {**known, **recorder.recipes}), RECORDING)
     log.debug(
         "attrs replay: %d replayed, %d built by attrs, %d recorded",
         stats.replayed,
@@ -141,42 +141,15 @@ def _key(make: types.ModuleType, module: str) -> tuple[Any, ...] | None:
     return (FORMAT, module, attr.__version__, tuple(stamps))
 
 
+RECORDING = "attrs replay recording"
+
+
 def _load(path: Path, key: tuple[Any, ...]) -> dict[str, Recipe]:
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return {}
-    if not data.startswith(MAGIC_NUMBER):
-        return {}
-    try:
-        stored = marshal.loads(data[len(MAGIC_NUMBER) :])
-    except (EOFError, ValueError, TypeError):
-        log.info("ignoring an unreadable attrs replay recording: %s", path)
-        return {}
+    stored = read_marshal(path, RECORDING)
     if not (isinstance(stored, tuple) and len(stored) == 2 and stored[0] == key):
         return {}
     recipes = stored[1]
-    if not isinstance(recipes, dict):
-        return {}
-    return recipes
-
-
-def _store(path: Path, key: tuple[Any, ...], recipes: dict[str, Recipe]) -> bool:
-    try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(MAGIC_NUMBER + marshal.dumps((key, recipes)))
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-    except (OSError, ValueError) as exc:
-        log.info("could not write the attrs replay recording %s: %s", path, exc)
-        return False
-    return True
+    return recipes if isinstance(recipes, dict) else {}
 
 
 class _Mismatch(Exception):
@@ -360,7 +333,7 @@ class _Recorder:
         if compiler is not None:
             code = compiler(script, filename, "exec")
         else:
-            flags = make._compile_and_eval.__code__.co_flags & _future_flags()
+            flags = make._compile_and_eval.__code__.co_flags & FUTURE_FLAGS
             code = compile(script, filename, "exec", flags, True)
         reads = sorted(_code_names(code) & globs.keys())
         global_codes = tuple((name, _encode(globs[name], attributes, make)) for name in reads)
@@ -399,15 +372,6 @@ class _Recorder:
 
 
 _NO = object()
-
-
-def _future_flags() -> int:
-    import __future__
-
-    flags = 0
-    for name in __future__.all_feature_names:
-        flags |= getattr(__future__, name).compiler_flag
-    return flags
 
 
 def _replay(make: types.ModuleType, cls: type, recipe: Recipe) -> Any:
@@ -451,26 +415,15 @@ def _replay(make: types.ModuleType, cls: type, recipe: Recipe) -> Any:
         raise _Mismatch("class properties outside the recorded kind")
 
     builder = make._ClassBuilder.__new__(make._ClassBuilder)
+    # What the builder methods used below read (verified against attrs when recorded)
     builder._cls = cls
     builder._cls_dict = cls_dict = dict(cls.__dict__)
     builder._attrs = attrs_tuple
-    builder._base_names = set()
-    builder._base_attr_map = {}
     builder._attr_names = fields
-    builder._slots = True
-    builder._frozen = False
-    builder._weakref_slot = props.has_weakref_slot
     builder._cache_hash = False
-    builder._has_pre_init = False
-    builder._pre_init_has_args = False
-    builder._has_post_init = False
-    builder._delete_attribs = True
-    builder._is_exc = False
     builder._on_setattr = props.on_setattr_hook
     builder._has_custom_setattr = "__setattr__" in cls.__dict__
     builder._wrote_own_setattr = False
-    builder._script_snippets = []
-    builder._repr_added = False
     builder._add_method_dunders = builder._add_method_dunders_unsafe
     if builder._on_setattr is not None and not any(
         a.validator is not None or a.converter is not None for a in attributes
