@@ -536,3 +536,59 @@ def test_stdin_closing_ends_the_worker_at_once_while_its_sdk_still_imports(
     finally:
         proc.kill()
         proc.wait()
+
+
+async def test_what_no_request_waits_for_runs_once_no_stream_has_run_for_a_while(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The SDK's error table (after_warm_up, ~100 ms of CPU) ran the moment the warm-up ended,
+    # beside the first request `agent-ls run` sends at once: it now waits until the worker has
+    # gone a while without a stream; what the import read is kept after each stream anyway.
+    import io
+
+    from agent_ls.models import worker as worker_module
+    from agent_ls.models.worker import Worker
+
+    quiet = 0.3
+    monkeypatch.setattr(worker_module, "QUIET_BEFORE_REST", quiet)
+    def recording(seen: list[tuple[str, float]]) -> Any:
+        class Recording(_model_without_sdk()):
+            provider = "recording"
+
+            def after_warm_up(self) -> None:
+                seen.append(("rest", time.monotonic()))
+
+            def keep_what_imports_read(self) -> None:
+                seen.append(("kept", time.monotonic()))
+
+            async def rehearse(self) -> None:
+                pass
+
+            async def stream(self, request: Any) -> Any:
+                seen.append(("stream", time.monotonic()))
+                await asyncio.sleep(0.4)
+                seen.append(("streamed", time.monotonic()))
+                return
+                yield
+
+        return Recording("x")
+
+    for rehearse in (False, True):
+        seen: list[tuple[str, float]] = []
+        worker = Worker(io.BytesIO(), rehearse=rehearse)
+        worker._models["recording:x"] = recording(seen)
+        started = time.monotonic()
+        worker.answer_warm("recording:x")
+        if not rehearse:  # `agent-ls run`'s worker: its first stream follows at once
+            worker.handle(("stream", 1, "recording:x", None))
+        for _ in range(300):
+            await asyncio.sleep(0.01)
+            if "rest" in dict(seen):
+                break
+        at = dict(seen)
+        if rehearse:  # a language server's worker, asked nothing: the rest follows in time
+            assert list(at) == ["rest"]
+            assert at["rest"] - started >= quiet
+        else:
+            assert list(at) == ["stream", "streamed", "kept", "rest"]
+            assert at["rest"] - at["streamed"] >= quiet

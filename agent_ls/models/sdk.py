@@ -146,12 +146,13 @@ class SdkModel(ABC, Generic[ClientT]):
             await asyncio.to_thread(self._make_client)
 
     async def warm_then_rehearse(
-        self, ready: Callable[[], None], rehearse: Callable[[], bool]
+        self, ready: Callable[[], None], rehearse: Callable[[], bool], *, then_rest: bool = True
     ) -> None:
         """The model worker's warm-up: import the SDK and its transport, build the client and
         its streaming resource (in a thread), call ``ready``, then stream once in memory on
         this loop if ``rehearse()`` still says so (not once a real stream has started: it
-        does that work).
+        does that work), then :meth:`after_warm_up` in a thread unless ``then_rest`` is
+        false (the caller runs it when no stream needs the CPU).
         """
         await asyncio.to_thread(self.import_sdk)
         with contextlib.suppress(ModelError):
@@ -160,13 +161,19 @@ class SdkModel(ABC, Generic[ClientT]):
         await asyncio.sleep(0)  # those waiting for ready hear it before the rehearsal's imports
         if rehearse():
             await self.rehearse()
-        await asyncio.to_thread(self.after_warm_up)
+        if then_rest:
+            await asyncio.to_thread(self.after_warm_up)
 
     def after_warm_up(self) -> None:
         """What no request waits for, once the SDK is ready (blocking, for a thread): the
         deferred modules of :attr:`loaded_after_warm_up` run, what the import read kept."""
         load_deferred(self.loaded_after_warm_up)  # first: they may read package bodies too
         save_analyses()  # the next start reads no package body
+
+    def keep_what_imports_read(self) -> None:
+        """Write what this process's imports read of the SDK's package bodies, if anything
+        new (blocking, for a thread; cheap): the next start reads none of them."""
+        save_analyses()
 
     @abstractmethod
     def prepare_sdk(self) -> None:

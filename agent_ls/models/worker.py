@@ -11,7 +11,9 @@ its stdout. In::
                                    ("warmed", spec) (informational: a stream waits for the
                                    warm-up here, the server does not); a canned in-memory
                                    stream follows unless a real one started (each SPEC of
-                                   the command line too), and stops when a real one starts
+                                   the command line too), and stops when a real one starts;
+                                   what no request waits for runs once no stream has run
+                                   for QUIET_BEFORE_REST
     ("stream", sid, spec, request) stream one turn of a ModelRequest
     ("cancel", sid)                stop that stream (its HTTP response is closed)
 
@@ -31,17 +33,24 @@ gone), at once: nothing it holds needs flushing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import os
 import pickle
 import signal
 import sys
+import time
+from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from agent_ls.models.frames import encode, read_frame
 
 log = logging.getLogger("agent_ls.models.worker")
+
+# What no request waits for (an SDK's error table, SdkModel.after_warm_up) runs once no stream
+# has run for this long: the first request and the turns right after it get the CPU first.
+QUIET_BEFORE_REST = 1.0  # seconds
 
 
 class Worker:
@@ -59,6 +68,9 @@ class Worker:
         self._answering: set[asyncio.Task[None]] = set()
         self._warming: dict[str, asyncio.Task[None]] = {}  # warm-ups not finished
         self._streamed = False
+        # When the last stream ended, or the worker started: its first stream may be on its
+        # way (`agent-ls run` asks at once), and what it makes may not wait behind the rest.
+        self._quiet_since = time.monotonic()
 
     def send(self, message: tuple[Any, ...]) -> None:
         self._out.write(encode(message))
@@ -94,11 +106,15 @@ class Worker:
         try:
             model = self._model(spec)
             if isinstance(model, SdkModel):
-                # Ready once imported; the canned stream then runs here, on this loop, while
-                # the server already may stream (a real stream first makes it needless).
-                await model.warm_then_rehearse(
-                    resolve, lambda: self._rehearse and not self._streamed
-                )
+                try:
+                    # Ready once imported; the canned stream then runs here, on this loop,
+                    # while the server already may stream (a real stream first makes it
+                    # needless, and stops it).
+                    await model.warm_then_rehearse(
+                        resolve, lambda: self._rehearse and not self._streamed, then_rest=False
+                    )
+                finally:
+                    self._when_quiet(model.after_warm_up)
             else:
                 await model.warm()
         except Exception as exc:  # the stream reports it where the user sees it
@@ -106,6 +122,25 @@ class Worker:
         finally:
             resolve()
             settle_gc()
+
+    def _when_quiet(self, work: Callable[[], None]) -> None:
+        """Run ``work`` in a thread once no stream has run for :data:`QUIET_BEFORE_REST`
+        (not cancelled by a stream, as a rehearsal is: it waits for it instead)."""
+
+        async def later() -> None:
+            while True:
+                wait = QUIET_BEFORE_REST
+                if not self._streams:
+                    wait -= time.monotonic() - self._quiet_since
+                if wait <= 0:
+                    break
+                await asyncio.sleep(wait)
+            with contextlib.suppress(Exception):  # best effort: errors load on first use
+                await asyncio.to_thread(work)
+
+        task = asyncio.ensure_future(later())
+        self._answering.add(task)
+        task.add_done_callback(self._answering.discard)
 
     def answer_warm(self, spec: str) -> None:
         """Warm ``spec``, then say so (when a stream of it can start)."""
@@ -118,6 +153,7 @@ class Worker:
         self.send(("warmed", spec))
 
     async def _stream(self, sid: int, spec: str, request: Any) -> None:
+        from agent_ls.models.sdk import SdkModel
         from agent_ls.ports.model import ModelError
 
         self._streamed = True
@@ -136,7 +172,13 @@ class Worker:
                        False, None))
         finally:
             self._streams.pop(sid, None)
+            self._quiet_since = time.monotonic()
         self.send(("done", sid))
+        model = self._models.get(spec)
+        if not self._streams and isinstance(model, SdkModel):
+            # What the import read is kept now: this worker may never be quiet long enough
+            # for after_warm_up (an `agent-ls run` of a few turns is not).
+            await asyncio.to_thread(model.keep_what_imports_read)
 
     def _stop_rehearsals(self) -> None:
         """A real stream needs the CPU now: canned streams still running stop where they
