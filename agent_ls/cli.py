@@ -511,7 +511,11 @@ def entry() -> NoReturn:
     was told to exit), and collecting a heap that holds the SDKs costs more than the run's
     own last turn.
     """
+    from agent_ls import codecache
+
+    codecache.install()  # before anything defines a dataclass (and for what this forks)
     code = main()
+    codecache.save()
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):

@@ -223,6 +223,9 @@ class AgentService:
             log.info("warm-up failed: %s", exc)
         finally:
             settle_gc()
+        from agent_ls import codecache
+
+        await asyncio.to_thread(codecache.save)  # what the start compiled (the next needs not)
 
     async def wait_warm(self, port: EditorPort) -> None:
         warm = self.warm_task

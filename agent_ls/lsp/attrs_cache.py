@@ -12,15 +12,11 @@ and rewritten.
 """
 
 from __future__ import annotations
-import __future__
 
 import builtins
 import contextlib
 import hashlib
 import logging
-import marshal
-import os
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib.util import MAGIC_NUMBER
@@ -28,13 +24,11 @@ from pathlib import Path
 from types import CodeType, ModuleType
 from typing import Any
 
+from agent_ls.codecache import FUTURE_FLAGS, read_marshal, write_marshal
+
 log = logging.getLogger(__name__)
 
 REWRITE_SHARE = 0.02  # of the entries used: more missing or unused, and the file is rewritten
-
-FUTURE_FLAGS = 0
-for _name in __future__.all_feature_names:
-    FUTURE_FLAGS |= getattr(__future__, _name).compiler_flag
 
 
 @dataclass
@@ -51,41 +45,6 @@ def _key(source: str, filename: str) -> bytes:
         filename.encode("utf-8", "surrogatepass") + b"\0" + source.encode("utf-8", "surrogatepass")
     )
     return hashlib.blake2b(text, digest_size=16).digest()
-
-
-def read_marshal(path: Path, what: str) -> Any:
-    """What ``path`` holds, written by :func:`write_marshal` for this bytecode version; None
-    when it is missing, another Python's or unreadable (``what`` names it in the log)."""
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None
-    if not data.startswith(MAGIC_NUMBER):
-        return None
-    try:
-        return marshal.loads(data[len(MAGIC_NUMBER) :])
-    except (EOFError, ValueError, TypeError):
-        log.info("ignoring an unreadable %s: %s", what, path)
-        return None
-
-
-def write_marshal(path: Path, value: Any, what: str) -> bool:
-    """Replace ``path`` with ``value`` at once (a reader sees the old file or the new one)."""
-    try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(MAGIC_NUMBER + marshal.dumps(value))
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-    except (OSError, ValueError) as exc:  # ValueError: a value marshal cannot write
-        log.info("could not write the %s %s: %s", what, path, exc)
-        return False
-    return True
 
 
 def _load(path: Path) -> dict[bytes, CodeType]:

@@ -36,7 +36,7 @@ from importlib.util import MAGIC_NUMBER
 from pathlib import Path
 from typing import Any
 
-from agent_ls.lsp.attrs_cache import FUTURE_FLAGS, read_marshal, write_marshal
+from agent_ls.codecache import FUTURE_FLAGS, read_marshal, write_marshal
 
 log = logging.getLogger(__name__)
 

@@ -297,7 +297,10 @@ def on_initialized(ls: AgentServer, params: types.InitializedParams) -> None:
 
 @server.feature(types.SHUTDOWN)
 async def on_shutdown(ls: AgentServer, params: Any) -> None:
+    from agent_ls import codecache
+
     await ls.service.close_mcp()
+    await asyncio.to_thread(codecache.save)  # what was compiled since the warm-up, if any
 
 
 @server.feature(types.EXIT)

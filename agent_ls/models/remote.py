@@ -79,7 +79,10 @@ def start_early(spec: str) -> None:
 
 # Not `-m`: run as `__main__`, the worker would show the SDK's DeprecationWarnings (Python's
 # default filter shows them for `__main__`), which in the server it never did.
-_LAUNCH = "import sys; from agent_ls.models.worker import main; main(sys.argv[1:])"
+_LAUNCH = (
+    "import sys; from agent_ls import codecache; codecache.install(); "
+    "from agent_ls.models.worker import main; main(sys.argv[1:])"
+)
 
 
 def worker_args(preload: Sequence[str], log_level: str) -> list[str]:

@@ -15,6 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
+from agent_ls import codecache
 from agent_ls.models.sdk_import import load_deferred, save_analyses
 from agent_ls.ports.model import ModelError
 
@@ -169,11 +170,13 @@ class SdkModel(ABC, Generic[ClientT]):
         deferred modules of :attr:`loaded_after_warm_up` run, what the import read kept."""
         load_deferred(self.loaded_after_warm_up)  # first: they may read package bodies too
         save_analyses()  # the next start reads no package body
+        codecache.save()  # nor compiles what it compiled
 
     def keep_what_imports_read(self) -> None:
-        """Write what this process's imports read of the SDK's package bodies, if anything
-        new (blocking, for a thread; cheap): the next start reads none of them."""
+        """Write what this process's imports read of the SDK's package bodies and compiled,
+        if anything new (blocking, for a thread; cheap): the next start does neither."""
         save_analyses()
+        codecache.save()
 
     @abstractmethod
     def prepare_sdk(self) -> None:
