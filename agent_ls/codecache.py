@@ -149,9 +149,28 @@ def _flags_of(function: Any) -> int:
     return int(function.__code__.co_flags) & FUTURE_FLAGS
 
 
-def _caller_namespaces(depth: int) -> tuple[dict[str, Any], Any]:
-    frame = sys._getframe(depth + 1)
-    return frame.f_globals, frame.f_locals
+def _stand_in(cache: _Cache, name: str, flags: int) -> Any:
+    """What stands in for the builtin ``name`` (``exec``, ``compile`` or ``eval``) in a module
+    whose code compiles with the future ``flags``: the builtin, with the code from ``cache``."""
+    if name == "compile":
+
+        def compile_(source: Any, filename: Any, mode: str, *args: Any, **kwargs: Any) -> Any:
+            if args or kwargs or type(source) is not str or type(filename) is not str:
+                return _compile(source, filename, mode, *args, **kwargs)
+            return cache.code(source, filename, mode, flags)
+
+        return compile_
+    run = builtins.exec if name == "exec" else builtins.eval
+
+    def run_(source: Any, globals: Any = None, locals: Any = None, /, **kwargs: Any) -> Any:
+        if type(source) is str and not kwargs:
+            source = cache.code(source, "<string>", name, flags)
+        if globals is None:  # the builtin would run it in the caller's namespaces
+            frame = sys._getframe(1)
+            globals, locals = frame.f_globals, frame.f_locals if locals is None else locals
+        return run(source, globals, locals, **kwargs)
+
+    return run_
 
 
 def _hooks(cache: _Cache) -> list[tuple[ModuleType, str, Any]]:
@@ -161,36 +180,24 @@ def _hooks(cache: _Cache) -> list[tuple[ModuleType, str, Any]]:
     import typing
 
     # A module's future imports are its every function's: the builtin would compile with them.
-    dataclass_flags = _flags_of(dataclasses.dataclass)
-    forward_ref_flags = _flags_of(typing.ForwardRef.__init__)
-    namedtuple_flags = _flags_of(collections.namedtuple)
-
-    def exec_(source: Any, globals: Any = None, locals: Any = None, /, **kwargs: Any) -> Any:
-        if type(source) is str and not kwargs:
-            source = cache.code(source, "<string>", "exec", dataclass_flags)
-        if globals is None:  # the builtin would run it in the caller's namespaces
-            globals, caller_locals = _caller_namespaces(1)
-            locals = caller_locals if locals is None else locals
-        return builtins.exec(source, globals, locals, **kwargs)
-
-    def compile_(source: Any, filename: Any, mode: str, *args: Any, **kwargs: Any) -> Any:
-        if args or kwargs or type(source) is not str or type(filename) is not str:
-            return _compile(source, filename, mode, *args, **kwargs)
-        return cache.code(source, filename, mode, forward_ref_flags)
-
-    def eval_(source: Any, globals: Any = None, locals: Any = None, /) -> Any:
-        if type(source) is str:
-            source = cache.code(source, "<string>", "eval", namedtuple_flags)
-        if globals is None:
-            globals, caller_locals = _caller_namespaces(1)
-            locals = caller_locals if locals is None else locals
-        return builtins.eval(source, globals, locals)
-
     return [
-        (dataclasses, "exec", exec_),
-        (typing, "compile", compile_),
-        (collections, "eval", eval_),
+        (dataclasses, "exec", _stand_in(cache, "exec", _flags_of(dataclasses.dataclass))),
+        (typing, "compile", _stand_in(cache, "compile", _flags_of(typing.ForwardRef.__init__))),
+        (collections, "eval", _stand_in(cache, "eval", _flags_of(collections.namedtuple))),
     ]
+
+
+def cover(module: ModuleType, name: str, function: Any) -> bool:
+    """Stand in for the builtin ``name`` (``exec``, ``compile`` or ``eval``) in ``module`` too,
+    a module imported after :func:`install` whose ``function`` calls it with source text
+    (cattrs' code generation). False when the cache is not installed or the module has a
+    ``name`` of its own."""
+    cache = _cache
+    if cache is None or name in vars(module) or name not in ("exec", "compile", "eval"):
+        return False
+    setattr(module, name, _stand_in(cache, name, _flags_of(function)))
+    _installed.append((module, name))
+    return True
 
 
 def default_path() -> Path:

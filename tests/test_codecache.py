@@ -233,3 +233,74 @@ def test_a_run_keeps_what_its_server_and_worker_compiled(workspace: Path, tmp_pa
     client_misses, misses, hits = (int(n) for n in later.stdout.split())
     assert client_misses == 0
     assert misses == 0 and hits > 500, later.stdout
+
+
+CONVERTER = r"""
+import hashlib, json, sys
+from pathlib import Path
+from types import CodeType
+stats = None
+if sys.argv[1] == "cache":
+    from agent_ls import codecache
+    stats = codecache.install(Path(sys.argv[2]))
+from lsprotocol import types
+from agent_ls.lsp.server import server  # covers cattrs' code generation, when installed
+
+def canon(code):
+    consts = tuple(canon(c) if isinstance(c, CodeType) else repr(c) for c in code.co_consts)
+    return (code.co_code, code.co_flags, code.co_names, code.co_varnames, code.co_filename,
+            code.co_qualname, code.co_firstlineno, code.co_linetable, consts)
+
+converter = server.protocol._converter
+before = None if stats is None else stats.misses
+capabilities = {"window": {"workDoneProgress": True}}
+params = converter.structure(
+    {"processId": 1, "rootUri": "file:///w", "capabilities": capabilities},
+    types.InitializeParams,
+)
+result = converter.unstructure(types.InitializeResult(
+    capabilities=types.ServerCapabilities(execute_command_provider=types.ExecuteCommandOptions(
+        commands=["agent.ask"])),
+    server_info=types.ServerInfo(name="agent-ls", version="1")))
+def digest(hook):
+    return hashlib.sha256(repr(canon(hook.__code__)).encode()).hexdigest()
+
+digests = {}
+for cls in (types.InitializeParams, types.ClientCapabilities, types.WindowClientCapabilities):
+    digests[f"structure {cls.__name__}"] = digest(converter.get_structure_hook(cls))
+for cls in (types.InitializeResult, types.ServerCapabilities, types.ExecuteCommandOptions):
+    digests[f"unstructure {cls.__name__}"] = digest(converter.get_unstructure_hook(cls))
+if stats is not None:
+    codecache.save()
+print(json.dumps({
+    "digests": digests,
+    "behaviour": [params.capabilities.window.work_done_progress, result],
+    "misses": None if stats is None else stats.misses - before,
+}))
+"""
+
+
+def test_the_servers_message_converters_come_from_the_cache(tmp_path: Path) -> None:
+    # pygls's converter generates a function per message class (cattrs); with the cache
+    # installed, the server covers that too: the same code, compiled once.
+    def run(*args: str) -> dict[str, object]:
+        out = subprocess.run(
+            [sys.executable, "-c", CONVERTER, *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "AGENT_LS_DATA_DIR": str(tmp_path)},
+        )
+        assert out.returncode == 0, out.stderr
+        result: dict[str, object] = json.loads(out.stdout)
+        return result
+
+    plain = run("plain")
+    path = tmp_path / "code.marshal"
+    first, second = run("cache", str(path)), run("cache", str(path))
+    assert first["misses"] > 5  # type: ignore[operator]
+    assert second["misses"] == 0
+    for cached in (first, second):
+        assert cached["digests"] == plain["digests"]
+        assert cached["behaviour"] == plain["behaviour"]
+    assert plain["behaviour"][0] is True  # type: ignore[index]

@@ -31,7 +31,13 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import JsonRPCNotification, LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
-from agent_ls import __version__
+from agent_ls import __version__, codecache
+
+# pygls's converter writes a (un)structure function per message class on first use (~80 before
+# the first ask is answered): their code comes from the code cache, like the dataclasses'.
+_cattrs_gen = sys.modules.get("cattrs.gen")
+if _cattrs_gen is not None and callable(getattr(_cattrs_gen, "make_dict_structure_fn", None)):
+    codecache.cover(_cattrs_gen, "compile", _cattrs_gen.make_dict_structure_fn)
 
 if TYPE_CHECKING:
     from agent_ls.agent.loop import AgentLoop, RunResult
