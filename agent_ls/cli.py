@@ -513,7 +513,7 @@ def entry() -> NoReturn:
     """
     from agent_ls import codecache
 
-    codecache.install()  # before anything defines a dataclass (and for what this forks)
+    codecache.install()  # (done already by agent_ls.__main__, before this module's imports)
     code = main()
     codecache.save()
     logging.shutdown()

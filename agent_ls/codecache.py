@@ -1,16 +1,19 @@
-"""A cache of the code the standard library compiles from strings, like ``__pycache__`` for .py.
+"""A cache of what the standard library compiles at every start, like ``__pycache__`` for .py.
 
 Every ``@dataclass`` compiles its ``__init__``, ``__repr__``, ``__eq__``… from source text, every
 string annotation becomes a ``typing.ForwardRef`` that compiles its expression, every
-``namedtuple`` evaluates its ``__new__``: ~1,500 small compiles before the server answers its
-first ask (~50 ms of CPU, more than any one library's import), the same text at every start.
-:func:`install` makes ``dataclasses``, ``typing`` and ``collections`` call a ``compile`` that
-hands out the code objects compiled by an earlier process for exactly the same source, file
-name, mode and future flags (the flags of the module that compiles, as the builtin would
-inherit them), and compiles the rest; :func:`save` writes what was compiled anew. The file is
-keyed by the interpreter's bytecode magic and optimisation level, so another Python ignores
-it; anything unreadable is ignored and rewritten. The code is the compiler's, byte for byte:
-only where it comes from changes.
+``namedtuple`` evaluates its ``__new__``, and every regular expression is parsed and compiled
+to its program by ``re``'s pure-Python compiler: ~1,600 compiles before the server answers
+its first ask (~70 ms of CPU, more than any one library's import), the same text at every
+start. :func:`install` makes ``dataclasses``, ``typing`` and ``collections`` call a builtin
+that hands out the code objects compiled by an earlier process for exactly the same source,
+file name, mode and future flags (the flags of the module that compiles, as the builtin would
+inherit them), and ``re`` build a pattern from the program an earlier process compiled for
+the same pattern and flags (what ``re`` gave ``_sre.compile``; not for ``re.LOCALE``, whose
+program depends on the locale). The rest is compiled as usual, and :func:`save` writes it.
+The file is keyed by the interpreter's bytecode magic and optimisation level, so another
+Python ignores it; anything unreadable is ignored and rewritten. The code and the programs
+are the compiler's, byte for byte: only where they come from changes.
 
 The processes of one run share it: the ``agent-ls`` program installs it first thing, and the
 server and model worker a headless run forks inherit what it loaded.
@@ -19,15 +22,18 @@ server and model worker a headless run forks inherit what it loaded.
 from __future__ import annotations
 import __future__
 
+import _sre
 import builtins
 import contextlib
 import hashlib
 import logging
 import marshal
 import os
+import re
 import sys
 import tempfile
 import threading
+import types
 from dataclasses import dataclass
 from importlib.util import MAGIC_NUMBER
 from pathlib import Path
@@ -89,36 +95,58 @@ class CacheStats:
     written: int = 0  # times save() wrote the file
 
 
+Entry = CodeType | tuple[Any, ...]  # code, or what _sre.compile takes after a pattern
+
+
+def _key(*parts: str | bytes) -> bytes:
+    text = b"\0".join(
+        p if isinstance(p, bytes) else p.encode("utf-8", "surrogatepass") for p in parts
+    )
+    return hashlib.blake2b(text, digest_size=16).digest()
+
+
 class _Cache:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.known = _load(path)
-        self.new: dict[bytes, CodeType] = {}
+        self.new: dict[bytes, Entry] = {}
         self.used: set[bytes] = set()
         self.stats = CacheStats()
         self.lock = threading.Lock()  # one save at a time (the server saves from threads)
 
     def code(self, source: str, filename: str, mode: str, flags: int) -> CodeType:
-        key = hashlib.blake2b(
-            b"\0".join(
-                (
-                    mode.encode(),
-                    str(flags).encode(),
-                    filename.encode("utf-8", "surrogatepass"),
-                    source.encode("utf-8", "surrogatepass"),
-                )
-            ),
-            digest_size=16,
-        ).digest()
+        key = _key(mode, str(flags), filename, source)
         self.used.add(key)
         code = self.known.get(key)
-        if code is not None:
+        if isinstance(code, CodeType):
             self.stats.hits += 1
             return code
         code = _compile(source, filename, mode, flags, True)
         self.known[key] = self.new[key] = code
         self.stats.misses += 1
         return code
+
+    def pattern(self, compile_: Any, pattern: str | bytes, flags: int) -> re.Pattern[Any]:
+        """``re``'s compile of ``pattern``: the compiled program from the cache, or compiled
+        by ``compile_`` (``re._compiler.compile``) and kept."""
+        if flags & (re.LOCALE | re.DEBUG) or not isinstance(flags, int):
+            return compile_(pattern, flags)  # LOCALE's program depends on the locale then
+        kind = "re-bytes" if isinstance(pattern, bytes) else "re-str"
+        key = _key(kind, str(flags), pattern)
+        self.used.add(key)
+        args = self.known.get(key)
+        if isinstance(args, tuple):
+            self.stats.hits += 1
+            return _sre.compile(pattern, *args)
+        _captured.args = None
+        compiled = compile_(pattern, flags)
+        args, _captured.args = _captured.args, None
+        if isinstance(args, tuple) and args[0] is pattern:
+            flags_, program, *rest = args[1:]  # the program's opcodes are named ints: plain
+            args = (flags_, [int(op) for op in program], *rest)
+            self.known[key] = self.new[key] = args
+            self.stats.misses += 1
+        return compiled
 
     def save(self) -> None:
         with self.lock:
@@ -132,17 +160,33 @@ class _Cache:
                 self.stats.written += 1
 
 
-def _load(path: Path) -> dict[bytes, CodeType]:
+def _load(path: Path) -> dict[bytes, Entry]:
     entries = read_marshal(path, "code cache")
     if not isinstance(entries, dict) or not all(
-        isinstance(k, bytes) and isinstance(v, CodeType) for k, v in entries.items()
+        isinstance(k, bytes) and isinstance(v, (CodeType, tuple)) for k, v in entries.items()
     ):
         return {}
     return entries
 
 
+# What re._compiler passed _sre.compile last, in this thread (while _Cache.pattern asks).
+_captured = threading.local()
+
+
+def _capturing_sre() -> Any:
+    """``_sre`` as ``re._compiler`` sees it, its ``compile`` telling what it was given."""
+    compile_ = _sre.compile
+
+    def capture(*args: Any) -> Any:
+        _captured.args = args
+        return compile_(*args)
+
+    return types.SimpleNamespace(**{**vars(_sre), "compile": capture})
+
+
 _cache: _Cache | None = None
-_installed: list[tuple[ModuleType, str]] = []
+_ABSENT = object()
+_installed: list[tuple[ModuleType, str, Any]] = []  # and what was there before
 
 
 def _flags_of(function: Any) -> int:
@@ -173,17 +217,39 @@ def _stand_in(cache: _Cache, name: str, flags: int) -> Any:
     return run_
 
 
+def _re_as_expected() -> bool:
+    """Whether ``re``'s compiler is the standard library's own, untouched."""
+    compiler = getattr(re, "_compiler", None)
+    compile_ = getattr(compiler, "compile", None)
+    return (
+        compiler is not None
+        and getattr(compiler, "_sre", None) is _sre
+        and getattr(compile_, "__module__", None) == "re._compiler"
+        and getattr(compile_, "__qualname__", None) == "compile"
+    )
+
+
 def _hooks(cache: _Cache) -> list[tuple[ModuleType, str, Any]]:
-    """The builtins each module calls with source text, and what stands in for them there."""
+    """The builtins each module calls with source text, and what stands in for them there;
+    and ``re``'s compiler, whose programs come from the cache too."""
     import collections
     import dataclasses
     import typing
+
+    compile_pattern = re._compiler.compile  # type: ignore[attr-defined]
+
+    def pattern(p: Any, flags: int = 0) -> Any:
+        if type(p) is str or type(p) is bytes:
+            return cache.pattern(compile_pattern, p, flags)
+        return compile_pattern(p, flags)  # a parsed pattern (sre internals)
 
     # A module's future imports are its every function's: the builtin would compile with them.
     return [
         (dataclasses, "exec", _stand_in(cache, "exec", _flags_of(dataclasses.dataclass))),
         (typing, "compile", _stand_in(cache, "compile", _flags_of(typing.ForwardRef.__init__))),
         (collections, "eval", _stand_in(cache, "eval", _flags_of(collections.namedtuple))),
+        (re._compiler, "_sre", _capturing_sre()),  # type: ignore[attr-defined]
+        (re._compiler, "compile", pattern),  # type: ignore[attr-defined]
     ]
 
 
@@ -195,8 +261,8 @@ def cover(module: ModuleType, name: str, function: Any) -> bool:
     cache = _cache
     if cache is None or name in vars(module) or name not in ("exec", "compile", "eval"):
         return False
+    _installed.append((module, name, _ABSENT))
     setattr(module, name, _stand_in(cache, name, _flags_of(function)))
-    _installed.append((module, name))
     return True
 
 
@@ -216,11 +282,11 @@ def install(path: Path | None = None) -> CacheStats | None:
         return None
     cache = _Cache(path or default_path())
     hooks = _hooks(cache)
-    if any(name in vars(module) for module, name, _ in hooks):
+    if any(name in vars(module) for module, name, _ in hooks[:3]) or not _re_as_expected():
         return None  # someone else stands in for the builtin there: leave it alone
     for module, name, function in hooks:
+        _installed.append((module, name, vars(module).get(name, _ABSENT)))
         setattr(module, name, function)
-        _installed.append((module, name))
     _cache = cache
     return cache.stats
 
@@ -229,9 +295,12 @@ def uninstall() -> None:
     """Stop using the cache (what was compiled is not written: :func:`save` first)."""
     global _cache
     while _installed:
-        module, name = _installed.pop()
-        with contextlib.suppress(AttributeError):
-            delattr(module, name)
+        module, name, before = _installed.pop()
+        if before is _ABSENT:
+            with contextlib.suppress(AttributeError):
+                delattr(module, name)
+        else:
+            setattr(module, name, before)
     _cache = None
 
 

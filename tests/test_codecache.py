@@ -21,6 +21,8 @@ from tests.fakeapi import FakeAPI, Turn
 PROBE = r"""
 import hashlib, json, sys
 from pathlib import Path
+import re
+compile_pattern = re._compiler.compile  # the standard library's own, taken before install
 stats = None
 if sys.argv[1] == "cache":
     from agent_ls import codecache
@@ -87,6 +89,21 @@ behaviour = [
     frozen, repr(Box(corner=p)), hasattr(Box(corner=p), "__dict__"), Node(initial=4).value,
     repr(Pair(1)), repr(hints), [repr(r._evaluate(globals(), None, frozenset())) for r in refs],
 ]
+PATTERNS = [
+    (r"(?P<word>\w+)\s*=\s*(?P<value>[^;]+);?", 0), (r"^\s*#.*$", re.MULTILINE),
+    (r"straße|STRASSE", re.IGNORECASE), (r"(?<=a)b(?!c)|[\u0400-\u04ff]+", 0),
+    (r"[a-z]+ \d{2,4}  # verbose", re.VERBOSE | re.ASCII), (rb"\x00[\x80-\xff]{1,3}", 0),
+    (rb"[a-z]+", re.LOCALE),  # never cached: its program depends on the locale
+]
+for text, flags in PATTERNS:
+    pattern = re.compile(text, flags)
+    fresh = compile_pattern(text, flags)  # compiled here and now, without the cache
+    assert pattern == fresh, text  # Pattern equality compares the compiled program
+    assert (pattern.groups, pattern.groupindex) == (fresh.groups, fresh.groupindex)
+    behaviour.append([repr(pattern), pattern.groups, dict(pattern.groupindex)])
+subject = "key = value; straße # x = 1\nbé"
+behaviour.append([m.group(0) for m in re.compile(PATTERNS[0][0]).finditer(subject)])
+behaviour.append(bool(re.compile(PATTERNS[2][0], re.I).search("STRASSE")))
 if stats is not None:
     codecache.save()
 print(json.dumps({
@@ -184,6 +201,8 @@ def test_a_module_with_its_own_stand_in_is_left_alone(tmp_path: Path) -> None:
 LATER = r"""
 import sys
 from pathlib import Path
+import tokenize  # its pattern lists string prefixes in a set's order: new at each hash seed
+tokenize._compile(tokenize.PseudoToken)
 from agent_ls import codecache
 stats = codecache.install(Path(sys.argv[1]))
 import agent_ls.ports.model  # (the client's own, before it forks)
