@@ -303,10 +303,7 @@ def on_initialized(ls: AgentServer, params: types.InitializedParams) -> None:
 
 @server.feature(types.SHUTDOWN)
 async def on_shutdown(ls: AgentServer, params: Any) -> None:
-    from agent_ls import codecache
-
     await ls.service.close_mcp()
-    await asyncio.to_thread(codecache.save)  # what was compiled since the warm-up, if any
 
 
 @server.feature(types.EXIT)
@@ -325,6 +322,8 @@ def on_exit(ls: AgentServer, params: Any) -> None:
 
 def exit_now(code: int) -> NoReturn:
     """Flush what is written and end the process without interpreter teardown."""
+    with contextlib.suppress(Exception):
+        codecache.save()  # what was compiled since the warm-up, if anything (cheap if not)
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
