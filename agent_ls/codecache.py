@@ -42,7 +42,12 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-MAX_ENTRIES = 20_000  # a file grown past this is rewritten with what this process used
+# A few sources differ at every start (tokenize's pattern lists string prefixes in a set's
+# order, which follows the hash seed): compiled anew each time, they are written only along
+# with more, so they neither rewrite the file at every start nor grow it much.
+MIN_NEW = 8  # entries, and
+NEW_SHARE = 0.02  # of those used: fewer compiled anew, and nothing is written
+MAX_ENTRIES = 8_000  # a file grown past this is rewritten with what this process used
 
 FUTURE_FLAGS = 0
 for _name in __future__.all_feature_names:
@@ -150,8 +155,8 @@ class _Cache:
 
     def save(self) -> None:
         with self.lock:
-            if not self.new:
-                return
+            if len(self.new) < max(MIN_NEW, NEW_SHARE * len(self.used)):
+                return  # kept for a later save of this process, when there is more
             new, self.new = self.new, {}
             on_disk = _load(self.path)  # what other processes wrote meanwhile stays
             if len(on_disk) + len(new) > MAX_ENTRIES:
@@ -305,7 +310,8 @@ def uninstall() -> None:
 
 
 def save() -> None:
-    """Write what this process compiled anew, if anything (best effort, cheap otherwise)."""
+    """Write what this process compiled anew, if that is more than a few entries (best
+    effort; cheap otherwise)."""
     cache = _cache
     if cache is not None and cache.new:
         cache.save()

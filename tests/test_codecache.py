@@ -323,3 +323,43 @@ def test_the_servers_message_converters_come_from_the_cache(tmp_path: Path) -> N
         assert cached["digests"] == plain["digests"]
         assert cached["behaviour"] == plain["behaviour"]
     assert plain["behaviour"][0] is True  # type: ignore[index]
+
+
+FEW = r"""
+import sys
+from pathlib import Path
+from agent_ls import codecache
+stats = codecache.install(Path(sys.argv[1]))
+import dataclasses
+def define(n):
+    for i in range(n):  # each its own fields: a source no process compiled before
+        dataclasses.make_dataclass(f"C{i}", [(f"field_{sys.argv[2]}_{i}", int)])
+define(int(sys.argv[3]))
+codecache.save()
+print(stats.misses, stats.written)
+"""
+
+
+def test_a_few_sources_compiled_anew_do_not_rewrite_the_file(tmp_path: Path) -> None:
+    # Some sources change at every start (a pattern listing a set in hash-seed order): each
+    # start compiles them, and writing them would rewrite the file at every start and grow it.
+    path = tmp_path / "code.marshal"
+
+    def start(tag: str, new: int) -> tuple[int, int]:
+        done = subprocess.run(
+            [sys.executable, "-c", FEW, str(path), tag, str(new)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        misses, written = (int(n) for n in done.stdout.split())
+        return misses, written
+
+    assert start("a", 40)[1] == 1  # the first start writes what it compiled
+    before = path.read_bytes()
+    misses, written = start("b", 2)  # two dataclasses of new shape: six methods
+    assert misses >= 2 and written == 0
+    assert path.read_bytes() == before
+    assert start("c", 30)[1] == 1  # many: written
+    assert len(path.read_bytes()) > len(before)
