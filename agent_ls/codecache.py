@@ -25,13 +25,11 @@ import __future__
 import _sre
 import builtins
 import contextlib
-import hashlib
 import logging
 import marshal
 import os
 import re
 import sys
-import tempfile
 import threading
 import types
 from dataclasses import dataclass
@@ -39,6 +37,11 @@ from importlib.util import MAGIC_NUMBER
 from pathlib import Path
 from types import CodeType, ModuleType
 from typing import Any
+
+try:  # the C module itself: hashlib would load OpenSSL first (~5 ms of every start)
+    from _blake2 import blake2b as _blake2b
+except ImportError:  # pragma: no cover - a Python built without it
+    from hashlib import blake2b as _blake2b
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +77,8 @@ def read_marshal(path: Path, what: str) -> Any:
 
 def write_marshal(path: Path, value: Any, what: str) -> bool:
     """Replace ``path`` with ``value`` at once (a reader sees the old file or the new one)."""
+    import tempfile  # here: ~8 ms to import, and most starts write nothing
+
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
@@ -100,35 +105,51 @@ class CacheStats:
     written: int = 0  # times save() wrote the file
 
 
-Entry = CodeType | tuple[Any, ...]  # code, or what _sre.compile takes after a pattern
-
-
 def _key(*parts: str | bytes) -> bytes:
     text = b"\0".join(
         p if isinstance(p, bytes) else p.encode("utf-8", "surrogatepass") for p in parts
     )
-    return hashlib.blake2b(text, digest_size=16).digest()
+    return _blake2b(text, digest_size=16).digest()
 
 
 class _Cache:
+    """Entries by key, each kept marshalled until a process uses it: the client loads the
+    file before it forks, so what only the server or the worker uses is decoded there, on
+    another core, not on the path every process waits for."""
+
     def __init__(self, path: Path) -> None:
         self.path = path
         self.known = _load(path)
-        self.new: dict[bytes, Entry] = {}
+        self.new: dict[bytes, bytes] = {}
         self.used: set[bytes] = set()
         self.stats = CacheStats()
         self.lock = threading.Lock()  # one save at a time (the server saves from threads)
 
+    def _get(self, key: bytes, kind: type) -> Any:
+        self.used.add(key)
+        raw = self.known.get(key)
+        if raw is None:
+            return None
+        try:
+            value = marshal.loads(raw)
+        except (EOFError, ValueError, TypeError):
+            return None
+        if not isinstance(value, kind):
+            return None
+        self.stats.hits += 1
+        return value
+
+    def _put(self, key: bytes, value: Any) -> None:
+        raw = marshal.dumps(value)
+        self.known[key] = self.new[key] = raw
+        self.stats.misses += 1
+
     def code(self, source: str, filename: str, mode: str, flags: int) -> CodeType:
         key = _key(mode, str(flags), filename, source)
-        self.used.add(key)
-        code = self.known.get(key)
-        if isinstance(code, CodeType):
-            self.stats.hits += 1
-            return code
-        code = _compile(source, filename, mode, flags, True)
-        self.known[key] = self.new[key] = code
-        self.stats.misses += 1
+        code = self._get(key, CodeType)
+        if code is None:
+            code = _compile(source, filename, mode, flags, True)
+            self._put(key, code)
         return code
 
     def pattern(self, compile_: Any, pattern: str | bytes, flags: int) -> re.Pattern[Any]:
@@ -138,19 +159,15 @@ class _Cache:
             return compile_(pattern, flags)  # LOCALE's program depends on the locale then
         kind = "re-bytes" if isinstance(pattern, bytes) else "re-str"
         key = _key(kind, str(flags), pattern)
-        self.used.add(key)
-        args = self.known.get(key)
-        if isinstance(args, tuple):
-            self.stats.hits += 1
+        args = self._get(key, tuple)
+        if args is not None:
             return _sre.compile(pattern, *args)
         _captured.args = None
         compiled = compile_(pattern, flags)
         args, _captured.args = _captured.args, None
         if isinstance(args, tuple) and args[0] is pattern:
             flags_, program, *rest = args[1:]  # the program's opcodes are named ints: plain
-            args = (flags_, [int(op) for op in program], *rest)
-            self.known[key] = self.new[key] = args
-            self.stats.misses += 1
+            self._put(key, (flags_, [int(op) for op in program], *rest))
         return compiled
 
     def save(self) -> None:
@@ -165,10 +182,10 @@ class _Cache:
                 self.stats.written += 1
 
 
-def _load(path: Path) -> dict[bytes, Entry]:
+def _load(path: Path) -> dict[bytes, bytes]:
     entries = read_marshal(path, "code cache")
     if not isinstance(entries, dict) or not all(
-        isinstance(k, bytes) and isinstance(v, (CodeType, tuple)) for k, v in entries.items()
+        type(k) is bytes and type(v) is bytes for k, v in entries.items()
     ):
         return {}
     return entries

@@ -104,12 +104,13 @@ for text, flags in PATTERNS:
 subject = "key = value; straße # x = 1\nbé"
 behaviour.append([m.group(0) for m in re.compile(PATTERNS[0][0]).finditer(subject)])
 behaviour.append(bool(re.compile(PATTERNS[2][0], re.I).search("STRASSE")))
+counts = None if stats is None else [stats.hits, stats.misses]  # (before writing imports more)
 if stats is not None:
     codecache.save()
 print(json.dumps({
     "digests": digests,
     "behaviour": behaviour,
-    "stats": None if stats is None else [stats.hits, stats.misses, stats.written],
+    "stats": None if stats is None else [*counts, stats.written],
 }))
 """
 
@@ -289,12 +290,13 @@ for cls in (types.InitializeParams, types.ClientCapabilities, types.WindowClient
     digests[f"structure {cls.__name__}"] = digest(converter.get_structure_hook(cls))
 for cls in (types.InitializeResult, types.ServerCapabilities, types.ExecuteCommandOptions):
     digests[f"unstructure {cls.__name__}"] = digest(converter.get_unstructure_hook(cls))
+misses = None if stats is None else stats.misses - before
 if stats is not None:
     codecache.save()
 print(json.dumps({
     "digests": digests,
     "behaviour": [params.capabilities.window.work_done_progress, result],
-    "misses": None if stats is None else stats.misses - before,
+    "misses": misses,
 }))
 """
 
