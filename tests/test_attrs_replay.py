@@ -339,3 +339,28 @@ def test_the_server_start_replays_lsprotocol(tmp_path: Path) -> None:
     first, second = (tuple(map(int, r.stdout.split())) for r in runs)
     assert first[0] == 0 and first[1] > 500
     assert second == (first[1], 0)
+
+
+def test_replaying_reads_no_package_metadata(tmp_path: Path) -> None:
+    # attrs' version comes from its package metadata (importlib.metadata, ~20 ms of the start):
+    # the recording is keyed by attrs' files instead, and a replaying start reads none.
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from agent_ls.lsp.attrs_replay import attrs_replay\n"
+        "with attrs_replay(Path(sys.argv[1])) as stats:\n"
+        "    import lsprotocol.types\n"
+        "print(stats.replayed, 'importlib.metadata' in sys.modules)\n"
+    )
+    recording = tmp_path / "replay.marshal"
+    runs = []
+    for _ in range(2):
+        done = subprocess.run(
+            [sys.executable, "-c", code, str(recording)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        runs.append(done.stdout.split())
+    assert runs[1] == ["554", "False"], runs

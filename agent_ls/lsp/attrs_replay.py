@@ -13,10 +13,11 @@ closures, same fields). Later starts rebuild each class from the recording, with
 pieces where they are cheap (its fields, attribute tuple, pickling and ``__setattr__``
 closures): the module imports in ~120 ms instead of ~165 ms.
 
-The recording is keyed by the attrs version and the identity (path, size, mtime) of the
-module's file and ``attr/_make.py``: an upgrade of either records again (another Python has
-another file). A class whose body no longer matches its recording (field names, its own
-members) is left to attrs. Anything unreadable is ignored and rewritten.
+The recording is keyed by the identity (path, size, mtime) of the module's file and of
+``attr/_make.py`` and ``attr/__init__.py``: an upgrade of either package records again
+(another Python has another file). A class whose body no longer matches its recording
+(field names, its own members) is left to attrs. Anything unreadable is ignored and
+rewritten.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from agent_ls.codecache import FUTURE_FLAGS, read_marshal, write_marshal
 log = logging.getLogger(__name__)
 
 MODULE = "lsprotocol.types"
-FORMAT = 2
+FORMAT = 3
 
 # A recorded class: its field names, the names its body defines besides the fields, the
 # methods script (text, file name, code), where each function of the script goes, the globals
@@ -122,23 +123,24 @@ def attrs_replay(path: Path, module: str = MODULE) -> Iterator[ReplayStats]:
 
 
 def _key(make: types.ModuleType, module: str) -> tuple[Any, ...] | None:
-    """What the recording depends on: the attrs version, the module's file and attrs'."""
+    """What the recording depends on: the module's file and attrs' (``attr/_make.py`` and the
+    package's ``__init__``: an upgrade rewrites both). Not ``attr.__version__``: reading it
+    imports ``importlib.metadata`` and parses attrs' metadata, ~20 ms of the server's start."""
     import importlib.util
-
-    import attr
 
     try:
         spec = importlib.util.find_spec(module)
         origin = None if spec is None else spec.origin
-        if origin is None or make.__file__ is None:
+        attr_init = getattr(sys.modules.get("attr"), "__file__", None)
+        if origin is None or make.__file__ is None or attr_init is None:
             return None
         stamps = []
-        for file in (origin, make.__file__):
+        for file in (origin, make.__file__, attr_init):
             stat = os.stat(file)
             stamps.append((file, stat.st_size, stat.st_mtime_ns))
     except (OSError, ImportError, ValueError):
         return None
-    return (FORMAT, module, attr.__version__, tuple(stamps))
+    return (FORMAT, module, tuple(stamps))
 
 
 RECORDING = "attrs replay recording"
