@@ -51,6 +51,7 @@ log = logging.getLogger(__name__)
 MIN_NEW = 8  # entries, and
 NEW_SHARE = 0.02  # of those used: fewer compiled anew, and nothing is written
 MAX_ENTRIES = 8_000  # a file grown past this is rewritten with what this process used
+SAVE_WAIT = 2.0  # seconds: longer, and a save gives up (another is writing, or never ends)
 
 FUTURE_FLAGS = 0
 for _name in __future__.all_feature_names:
@@ -155,7 +156,7 @@ class _Cache:
     def pattern(self, compile_: Any, pattern: str | bytes, flags: int) -> re.Pattern[Any]:
         """``re``'s compile of ``pattern``: the compiled program from the cache, or compiled
         by ``compile_`` (``re._compiler.compile``) and kept."""
-        if flags & (re.LOCALE | re.DEBUG) or not isinstance(flags, int):
+        if not isinstance(flags, int) or flags & (re.LOCALE | re.DEBUG):
             return compile_(pattern, flags)  # LOCALE's program depends on the locale then
         kind = "re-bytes" if isinstance(pattern, bytes) else "re-str"
         key = _key(kind, str(flags), pattern)
@@ -171,7 +172,10 @@ class _Cache:
         return compiled
 
     def save(self) -> None:
-        with self.lock:
+        # Bounded: a process forked while another thread wrote holds that lock for ever.
+        if not self.lock.acquire(timeout=SAVE_WAIT):
+            return
+        try:
             if len(self.new) < max(MIN_NEW, NEW_SHARE * len(self.used)):
                 return  # kept for a later save of this process, when there is more
             new, self.new = self.new, {}
@@ -180,6 +184,8 @@ class _Cache:
                 on_disk = {k: v for k, v in self.known.items() if k in self.used}
             if write_marshal(self.path, {**on_disk, **new}, "code cache"):
                 self.stats.written += 1
+        finally:
+            self.lock.release()
 
 
 def _load(path: Path) -> dict[bytes, bytes]:
@@ -302,9 +308,15 @@ def install(path: Path | None = None) -> CacheStats | None:
     global _cache
     if _cache is not None:
         return None
-    cache = _Cache(path or default_path())
-    hooks = _hooks(cache)
-    if any(name in vars(module) for module, name, _ in hooks[:3]) or not _re_as_expected():
+    try:
+        cache = _Cache(path or default_path())
+        if not _re_as_expected():
+            return None
+        hooks = _hooks(cache)
+    except Exception as exc:  # a cache that cannot start costs its speed, nothing else
+        log.info("code cache not used: %s", exc)
+        return None
+    if any(name in vars(module) for module, name, _ in hooks[:3]):
         return None  # someone else stands in for the builtin there: leave it alone
     for module, name, function in hooks:
         _installed.append((module, name, vars(module).get(name, _ABSENT)))
