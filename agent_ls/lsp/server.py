@@ -28,7 +28,7 @@ from pygls.exceptions import (
     JsonRpcRequestCancelled,
 )
 from pygls.lsp.server import LanguageServer
-from pygls.protocol import JsonRPCNotification, LanguageServerProtocol
+from pygls.protocol import JsonRPCNotification, LanguageServerProtocol, default_converter
 from pygls.protocol.language_server import lsp_method
 
 from agent_ls import __version__, codecache
@@ -163,11 +163,14 @@ class AgentServer(LanguageServer):
             self.shutdown()
 
     def __init__(self) -> None:
+        from agent_ls.lsp.forward_refs import lazily_resolving_converter
+
         super().__init__(
             "agent-ls",
             __version__,
             text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
             protocol_cls=AgentProtocol,
+            converter_factory=lambda: lazily_resolving_converter(default_converter),
         )
         self.state = ServerState()
         self.init_options: Any = None
