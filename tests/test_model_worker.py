@@ -575,9 +575,9 @@ async def test_what_no_request_waits_for_runs_once_no_stream_has_run_for_a_while
 
     for rehearse in (False, True):
         seen: list[tuple[str, float]] = []
+        started = time.monotonic()  # before the worker starts counting its quiet time
         worker = Worker(io.BytesIO(), rehearse=rehearse)
         worker._models["recording:x"] = recording(seen)
-        started = time.monotonic()
         worker.answer_warm("recording:x")
         if not rehearse:  # `agent-ls run`'s worker: its first stream follows at once
             worker.handle(("stream", 1, "recording:x", None))
