@@ -7,7 +7,6 @@ byte for byte, and the same classes behaving the same.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -16,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.probes import CANON, UNREADABLE, run_json
+
 # Every attrs class of lsprotocol.types: each generated method's code, hashed.
-PROBE = r"""
+PROBE = CANON + r"""
 import hashlib, json, sys
 from pathlib import Path
 use_cache = sys.argv[1] == "cache"
@@ -29,14 +30,6 @@ else:
     import lsprotocol.types as types
     stats = None
 import attrs
-from types import CodeType
-
-def canon(code):  # marshal's bytes also depend on reference counts; this does not
-    consts = tuple(canon(c) if isinstance(c, CodeType) else repr(c) for c in code.co_consts)
-    return (code.co_code, code.co_flags, code.co_names, code.co_varnames, code.co_freevars,
-            code.co_cellvars, code.co_filename, code.co_qualname, code.co_firstlineno,
-            code.co_linetable, code.co_exceptiontable, code.co_argcount,
-            code.co_posonlyargcount, code.co_kwonlyargcount, code.co_stacksize, consts)
 
 digests = {}
 for name, cls in sorted(vars(types).items()):
@@ -62,16 +55,7 @@ print(json.dumps({
 
 
 def probe(*args: str) -> dict[str, object]:
-    out = subprocess.run(
-        [sys.executable, "-c", PROBE, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-    )
-    assert out.returncode == 0, out.stderr
-    result: dict[str, object] = json.loads(out.stdout)
-    return result
+    return run_json(PROBE, *args)
 
 
 @pytest.fixture(scope="module")
@@ -99,11 +83,7 @@ def test_a_warm_cache_gives_attrs_the_code_it_would_compile(
     assert plain["behaviour"][1] is True and plain["behaviour"][2] is False  # type: ignore[index]
 
 
-@pytest.mark.parametrize(
-    "content",
-    [b"", b"garbage", MAGIC_NUMBER + b"\xff\x00 not marshal", b"\x00\x00\r\n" + b"x" * 64],
-    ids=["empty", "garbage", "cut", "another-python"],
-)
+@pytest.mark.parametrize("content", list(UNREADABLE.values()), ids=list(UNREADABLE))
 def test_an_unreadable_cache_is_ignored_and_rewritten(
     tmp_path: Path, plain: dict[str, object], content: bytes
 ) -> None:
