@@ -31,7 +31,9 @@ import os
 import re
 import sys
 import threading
+import time
 import types
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib.util import MAGIC_NUMBER
 from pathlib import Path
@@ -179,13 +181,46 @@ class _Cache:
             if len(self.new) < max(MIN_NEW, NEW_SHARE * len(self.used)):
                 return  # kept for a later save of this process, when there is more
             new, self.new = self.new, {}
-            on_disk = _load(self.path)  # what other processes wrote meanwhile stays
-            if len(on_disk) + len(new) > MAX_ENTRIES:
-                on_disk = {k: v for k, v in self.known.items() if k in self.used}
-            if write_marshal(self.path, {**on_disk, **new}, "code cache"):
-                self.stats.written += 1
+            # The processes of a run write at about the same time (the worker after its last
+            # stream, the server at exit): one at a time, or one loses what another wrote.
+            with _file_lock(self.path):
+                on_disk = _load(self.path)  # what other processes wrote meanwhile stays
+                if len(on_disk) + len(new) > MAX_ENTRIES:
+                    on_disk = {k: v for k, v in self.known.items() if k in self.used}
+                if write_marshal(self.path, {**on_disk, **new}, "code cache"):
+                    self.stats.written += 1
         finally:
             self.lock.release()
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """Hold ``path``'s lock file (``flock``) for the block, waiting at most :data:`SAVE_WAIT`;
+    without one (no ``fcntl``, an unwritable folder, a holder that never lets go) the block
+    runs all the same: the worst case is entries lost, compiled again next time."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    fd = -1
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        deadline = time.monotonic() + SAVE_WAIT
+        while fd >= 0:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.005)
+        yield
+    finally:
+        if fd >= 0:
+            os.close(fd)  # (closing releases the lock)
 
 
 def _load(path: Path) -> dict[bytes, bytes]:

@@ -179,7 +179,7 @@ def test_a_module_with_its_own_stand_in_is_left_alone(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
 
 
-# What a later process imports of the server's modules.
+# What a later process imports of the server's and the model worker's modules.
 LATER = r"""
 import sys
 from pathlib import Path
@@ -190,14 +190,17 @@ stats = codecache.install(Path(sys.argv[1]))
 import agent_ls.ports.model  # (the client's own, before it forks)
 before = stats.misses
 import agent_ls.agent.loop, agent_ls.lsp.server  # the server's
+from agent_ls.models.anthropic import AnthropicModel
+AnthropicModel("m", api_key="k").import_sdk()  # the worker's
 print(before, stats.misses - before, stats.hits)
 """
 
 
-def test_a_run_keeps_what_its_server_compiled(workspace: Path, tmp_path: Path) -> None:
+def test_a_run_keeps_what_its_server_and_worker_compiled(workspace: Path, tmp_path: Path) -> None:
     # The client installs the cache and forks the server and the model worker; each writes
-    # what it compiled anew, so the next run's server compiles none of it. (The worker writes
-    # after its stream, which a run of one turn can end before the write is done.)
+    # what it compiled anew, so the next run's processes compile none of it. The worker's
+    # writes (after its stream, or the quiet-time rest's on a slow first start) end before
+    # it does, and the processes' writes do not undo one another: this failed in most runs.
     data = tmp_path / "data"
     api = FakeAPI().start()
     try:

@@ -51,6 +51,8 @@ log = logging.getLogger("agent_ls.models.worker")
 # What no request waits for (an SDK's error table, SdkModel.after_warm_up) runs once no stream
 # has run for this long: the first request and the turns right after it get the CPU first.
 QUIET_BEFORE_REST = 1.0  # seconds
+# How long a worker whose stdin closed waits for what it is still writing down.
+KEEP_WAIT = 0.5  # seconds
 
 
 class Worker:
@@ -71,6 +73,7 @@ class Worker:
         # When the last stream ended, or the worker started: its first stream may be on its
         # way (`agent-ls run` asks at once), and what it makes may not wait behind the rest.
         self._quiet_since = time.monotonic()
+        self._writing: set[asyncio.Future[None]] = set()  # threads writing caches down
 
     def send(self, message: tuple[Any, ...]) -> None:
         self._out.write(encode(message))
@@ -136,7 +139,7 @@ class Worker:
                     break
                 await asyncio.sleep(wait)
             with contextlib.suppress(Exception):  # best effort: errors load on first use
-                await asyncio.to_thread(work)
+                await self._in_thread(work)
 
         task = asyncio.ensure_future(later())
         self._answering.add(task)
@@ -178,7 +181,21 @@ class Worker:
         if not self._streams and isinstance(model, SdkModel):
             # What the import read is kept now: this worker may never be quiet long enough
             # for after_warm_up (an `agent-ls run` of a few turns is not).
-            await asyncio.to_thread(model.keep_what_imports_read)
+            await self._in_thread(model.keep_what_imports_read)
+
+    def _in_thread(self, work: Callable[[], None]) -> asyncio.Future[None]:
+        """``work`` in a thread that writes a cache: the worker's end waits for it."""
+        future = asyncio.ensure_future(asyncio.to_thread(work))
+        self._writing.add(future)
+        future.add_done_callback(self._writing.discard)
+        return future
+
+    async def finish_writing(self) -> None:
+        """Let the threads writing caches end (at most :data:`KEEP_WAIT`): stdin closes right
+        after the last stream of a short run, and a write cut there is lost (the one that
+        takes the new entries may be the quiet-time rest's, not the last stream's)."""
+        if self._writing:
+            await asyncio.wait(list(self._writing), timeout=KEEP_WAIT)
 
     def _stop_rehearsals(self) -> None:
         """A real stream needs the CPU now: canned streams still running stop where they
@@ -218,6 +235,7 @@ async def serve(specs: list[str]) -> None:
         settle_gc()
     while (message := await read_frame(reader)) is not None:
         worker.handle(message)
+    await worker.finish_writing()
 
 
 def settle_gc() -> None:
