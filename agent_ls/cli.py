@@ -511,9 +511,8 @@ def entry() -> NoReturn:
     was told to exit), and collecting a heap that holds the SDKs costs more than the run's
     own last turn.
     """
-    from agent_ls import codecache
+    from agent_ls import codecache  # installed by agent_ls.__main__, before this module's imports
 
-    codecache.install()  # (done already by agent_ls.__main__, before this module's imports)
     code = main()
     codecache.save()
     logging.shutdown()

@@ -163,10 +163,6 @@ def _run_child(
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()
-        with contextlib.suppress(Exception):
-            from agent_ls import codecache
-
-            codecache.save()  # what the child compiled anew (the parent saves its own)
         os._exit(code)
 
 

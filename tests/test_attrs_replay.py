@@ -8,7 +8,6 @@ each process independently of the replay's own comparison, and behave the same.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -16,6 +15,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
+from tests.probes import run_json
 
 DESCRIBE = r"""
 import hashlib, inspect, json, re, sys, types
@@ -122,30 +123,14 @@ print(json.dumps({
 )
 
 
-def run_probe(code: str, *args: str, path: list[str] | None = None) -> dict[str, object]:
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    if path:
-        env["PYTHONPATH"] = os.pathsep.join([*path, env.get("PYTHONPATH", "")])
-    out = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
-    assert out.returncode == 0, out.stderr
-    result: dict[str, object] = json.loads(out.stdout)
-    return result
-
-
 @pytest.fixture(scope="module")
 def lsprotocol_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, object]]:
     recording = tmp_path_factory.mktemp("replay") / "replay.marshal"
     return {
-        "plain": run_probe(LSPROTOCOL_PROBE, "plain"),
-        "recording": run_probe(LSPROTOCOL_PROBE, "replay", str(recording)),
-        "replayed": run_probe(LSPROTOCOL_PROBE, "replay", str(recording)),
-        "again": run_probe(LSPROTOCOL_PROBE, "replay", str(recording)),
+        "plain": run_json(LSPROTOCOL_PROBE, "plain"),
+        "recording": run_json(LSPROTOCOL_PROBE, "replay", str(recording)),
+        "replayed": run_json(LSPROTOCOL_PROBE, "replay", str(recording)),
+        "again": run_json(LSPROTOCOL_PROBE, "replay", str(recording)),
     }
 
 
@@ -260,9 +245,9 @@ print(json.dumps({
 def test_what_cannot_be_replayed_is_left_to_attrs(tmp_path: Path) -> None:
     (tmp_path / "shapes.py").write_text(SHAPES, encoding="utf-8")
     recording = tmp_path / "replay.marshal"
-    plain = run_probe(SHAPES_PROBE, "plain", path=[str(tmp_path)])
-    first = run_probe(SHAPES_PROBE, "replay", str(recording), path=[str(tmp_path)])
-    second = run_probe(SHAPES_PROBE, "replay", str(recording), path=[str(tmp_path)])
+    plain = run_json(SHAPES_PROBE, "plain", path=[str(tmp_path)])
+    first = run_json(SHAPES_PROBE, "replay", str(recording), path=[str(tmp_path)])
+    second = run_json(SHAPES_PROBE, "replay", str(recording), path=[str(tmp_path)])
     # Point (own __repr__, a method holding __class__) replays; Bag (a factory defined in the
     # body), Child (a base class) and Lazy (a cached property) are built by attrs each time
     assert first["stats"] == [0, 4, 1, True]
@@ -277,7 +262,7 @@ def test_a_changed_body_is_left_to_attrs_and_a_bad_recording_ignored(tmp_path: P
     source = tmp_path / "shapes.py"
     source.write_text(SHAPES, encoding="utf-8")
     recording = tmp_path / "replay.marshal"
-    run_probe(SHAPES_PROBE, "replay", str(recording), path=[str(tmp_path)])
+    run_json(SHAPES_PROBE, "replay", str(recording), path=[str(tmp_path)])
     # Same size and time as recorded, another field name: the recording's key still matches,
     # the body does not
     stat = source.stat()
@@ -286,22 +271,22 @@ def test_a_changed_body_is_left_to_attrs_and_a_bad_recording_ignored(tmp_path: P
         encoding="utf-8",
     )
     os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    changed = run_probe(SHAPES_PROBE, "replay", str(recording), path=[str(tmp_path)])
+    changed = run_json(SHAPES_PROBE, "replay", str(recording), path=[str(tmp_path)])
     assert changed["fields"]["Point"] == ["x", "w"]  # type: ignore[index]
     assert changed["stats"][:2] == [0, 4]  # type: ignore[index]
     assert changed["behaviour"][0] == "P(1,0)"  # type: ignore[index]
     # An upgrade (another size or time) records again
     source.write_text(SHAPES + "\n", encoding="utf-8")
-    upgraded = run_probe(SHAPES_PROBE, "replay", str(recording), path=[str(tmp_path)])
+    upgraded = run_json(SHAPES_PROBE, "replay", str(recording), path=[str(tmp_path)])
     assert upgraded["stats"] == [0, 4, 1, True]
     # A recording with the right key and recipes it cannot follow: attrs builds every class
     _rewrite_recipes(recording)
-    unfollowable = run_probe(SHAPES_PROBE, "replay", str(recording), path=[str(tmp_path)])
+    unfollowable = run_json(SHAPES_PROBE, "replay", str(recording), path=[str(tmp_path)])
     assert unfollowable["stats"] == [0, 4, 1, True]
     assert unfollowable["behaviour"] == upgraded["behaviour"]
     # Garbage in the file: ignored, recorded again
     recording.write_bytes(recording.read_bytes()[:40] + b"\x00garbage")
-    broken = run_probe(SHAPES_PROBE, "replay", str(recording), path=[str(tmp_path)])
+    broken = run_json(SHAPES_PROBE, "replay", str(recording), path=[str(tmp_path)])
     assert broken["stats"] == [0, 4, 1, True]
     assert broken["behaviour"] == upgraded["behaviour"]
 
