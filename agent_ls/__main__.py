@@ -4,10 +4,12 @@ from typing import NoReturn
 
 
 def main() -> NoReturn:
-    """Install the code cache, then run the command line (:func:`agent_ls.cli.entry`)."""
-    from agent_ls import codecache
+    """Install the code cache, leave pydantic's plugins out, then run the command line
+    (:func:`agent_ls.cli.entry`)."""
+    from agent_ls import codecache, pydantic_plugins
 
     codecache.install()  # before the CLI's own imports compile a regular expression
+    pydantic_plugins.leave_out()
     from agent_ls.cli import entry
 
     entry()

@@ -80,7 +80,8 @@ def start_early(spec: str) -> None:
 # Not `-m`: run as `__main__`, the worker would show the SDK's DeprecationWarnings (Python's
 # default filter shows them for `__main__`), which in the server it never did.
 _LAUNCH = (
-    "import sys; from agent_ls import codecache; codecache.install(); "
+    "import sys; from agent_ls import codecache, pydantic_plugins; codecache.install(); "
+    "pydantic_plugins.leave_out(); "
     "from agent_ls.models.worker import main; main(sys.argv[1:])"
 )
 
