@@ -34,12 +34,9 @@ def _serve(args: argparse.Namespace) -> int:
         from agent_ls.agent.warmup import preload_in_background
 
         preload_in_background()
-    from agent_ls.lsp.attrs_cache import attrs_code_cache, default_path
-    from agent_ls.lsp.attrs_replay import attrs_replay
-    from agent_ls.lsp.attrs_replay import default_path as replay_path
+    from agent_ls.lsp.attrs_replay import lsprotocol_from_caches
 
-    # lsprotocol's classes, as a former start compiled and recorded them
-    with attrs_code_cache(default_path()), attrs_replay(replay_path()):
+    with lsprotocol_from_caches():  # lsprotocol's classes, as a former start recorded them
         from agent_ls.lsp.server import server
 
     if args.tcp:

@@ -306,9 +306,10 @@ def _rewrite_recipes(path: Path) -> None:
 def test_the_server_start_replays_lsprotocol(tmp_path: Path) -> None:
     code = textwrap.dedent(
         """
-        from agent_ls.lsp.attrs_cache import attrs_code_cache, default_path
-        from agent_ls.lsp.attrs_replay import attrs_replay, default_path as replay_path
-        with attrs_code_cache(default_path()), attrs_replay(replay_path()) as stats:
+        from agent_ls import codecache
+        from agent_ls.lsp.attrs_replay import lsprotocol_from_caches
+        codecache.install()
+        with lsprotocol_from_caches() as stats:
             import agent_ls.lsp.server
         print(stats.replayed, stats.built)
         """

@@ -82,7 +82,8 @@ def test_the_commands_table_is_the_server_s() -> None:
 
 
 SDK_ENV = {"ANTHROPIC_BASE_URL"}  # read by the anthropic SDK itself
-INTERNAL_ENV = {"AGENT_LS_SHELL_RUN", "PYTHONUNBUFFERED", "SHELL", "HOME", "PATH"}
+# ANDROID_DATA: platformdirs' own (agent_ls.dirs leaves such a system to platformdirs).
+INTERNAL_ENV = {"AGENT_LS_SHELL_RUN", "PYTHONUNBUFFERED", "SHELL", "HOME", "PATH", "ANDROID_DATA"}
 
 
 def env_read_by_the_code() -> set[str]:

@@ -184,8 +184,10 @@ def test_serve_loads_no_pydantic_before_it_reads_initialize(tmp_path: Path) -> N
     # cache in the data dir): pydantic and the agent core wait for the warm-up thread.
     code = (
         "import sys\n"
-        "from agent_ls.lsp.attrs_cache import attrs_code_cache, default_path\n"
-        "with attrs_code_cache(default_path()):\n"
+        "from agent_ls import codecache\n"
+        "from agent_ls.lsp.attrs_replay import lsprotocol_from_caches\n"
+        "codecache.install()\n"
+        "with lsprotocol_from_caches():\n"
         "    import agent_ls.lsp.server\n"
         "print(sorted(m for m in ('pydantic', 'pydantic_core') if m in sys.modules))\n"
     )
@@ -226,3 +228,59 @@ def test_closing_the_service_while_the_shell_tool_is_half_imported_does_not_fail
         "print(json.dumps(hooks))"
     )
     assert seen == ["ran"]
+
+
+# Modules the server's path to its first model request once imported for one rarely used
+# thing each (pydantic's plugin lookup, platformdirs, importlib.resources, an HTTP date, the
+# SDK import hook that only the model worker installs): ~20 ms of every start between them.
+NOT_ON_THE_WAY = (
+    "importlib.metadata",
+    "importlib.resources",
+    "email",
+    "zipfile",
+    "tempfile",
+    "platformdirs",
+    "agent_ls.models.sdk_import",
+)
+
+
+def test_the_servers_way_to_its_first_request_imports_nothing_it_does_not_use(
+    tmp_path: Path,
+) -> None:
+    code = (
+        "import json, sys\n"
+        "from agent_ls import codecache, pydantic_plugins\n"
+        "codecache.install(); pydantic_plugins.leave_out()  # as agent_ls.__main__ does\n"
+        "from agent_ls.lsp.attrs_replay import lsprotocol_from_caches\n"
+        "with lsprotocol_from_caches():\n"
+        "    import agent_ls.lsp.server\n"
+        "from agent_ls.agent.warmup import import_core\n"
+        "import_core()\n"
+        "from agent_ls.agent import service\n"
+        "from pathlib import Path\n"
+        "from agent_ls.agent.prompt import project_context\n"
+        "project_context(Path(sys.argv[1]))\n"
+        "from agent_ls.dirs import user_config_dir\n"
+        "from agent_ls.models import load_model\n"
+        "load_model('anthropic:claude-sonnet-5-5', in_worker=True)\n"
+        "service._build_tools()\n"
+        "user_config_dir()\n"
+        f"print(json.dumps(sorted(m for m in {NOT_ON_THE_WAY!r} if m in sys.modules)))\n"
+    )
+    env = {
+        **os.environ,
+        "AGENT_LS_DATA_DIR": str(tmp_path),
+        "HOME": str(tmp_path),
+        "XDG_CONFIG_HOME": "",
+        "AGENT_LS_CONFIG_DIR": "",
+    }
+    for _ in range(2):  # the second start reads the caches the first wrote
+        done = subprocess.run(
+            [sys.executable, "-c", code, str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
+        assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []

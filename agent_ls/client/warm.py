@@ -377,11 +377,9 @@ def preload(spec: str) -> None:
     import asyncio
     import importlib
 
-    from agent_ls.lsp.attrs_cache import attrs_code_cache, default_path
-    from agent_ls.lsp.attrs_replay import attrs_replay
-    from agent_ls.lsp.attrs_replay import default_path as replay_path
+    from agent_ls.lsp.attrs_replay import lsprotocol_from_caches
 
-    with attrs_code_cache(default_path()), attrs_replay(replay_path()):
+    with lsprotocol_from_caches():
         importlib.import_module("agent_ls.lsp.server")
     for name in SERVER_MODULES:
         importlib.import_module(name)

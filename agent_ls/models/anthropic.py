@@ -35,7 +35,6 @@ from agent_ls.models.sdk import (
     import_transport,
     run_canned_stream,
 )
-from agent_ls.models.sdk_import import analysis_cache, defer_package_bodies
 from agent_ls.ports.messages import Block, Message, TextBlock, ThinkingBlock, ToolUseBlock, Usage
 from agent_ls.ports.model import (
     ModelError,
@@ -498,6 +497,8 @@ def defer_sdk_packages() -> None:
     """Before the first import of ``anthropic``: its package bodies run when first used
     (not with ``ANTHROPIC_LOG`` set: the top package's body sets up the SDK's logging)."""
     if not os.environ.get("ANTHROPIC_LOG"):
+        from agent_ls.models.sdk_import import analysis_cache, defer_package_bodies
+
         defer_package_bodies(
             "anthropic",
             version=SDK_VERSION,

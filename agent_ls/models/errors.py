@@ -10,7 +10,6 @@ rows only one API has (Anthropic's 529, OpenAI's ``insufficient_quota``).
 from __future__ import annotations
 
 import contextlib
-import email.utils
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -171,6 +170,8 @@ def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
         return None
     with contextlib.suppress(ValueError):
         return max(0.0, float(value))
+    import email.utils  # here: ~5 ms of the server's start for a header seldom sent
+
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):

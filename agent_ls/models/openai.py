@@ -24,7 +24,6 @@ from agent_ls.models.sdk import (
     import_transport,
     run_canned_stream,
 )
-from agent_ls.models.sdk_import import analysis_cache, defer_package_bodies
 from agent_ls.ports.messages import (
     Block,
     Message,
@@ -67,6 +66,8 @@ def defer_sdk_packages() -> None:
     """Before the first import of ``openai``: its package bodies run when first used (not
     with ``OPENAI_LOG`` set: the top package's body sets up the SDK's logging)."""
     if not os.environ.get("OPENAI_LOG"):
+        from agent_ls.models.sdk_import import analysis_cache, defer_package_bodies
+
         defer_package_bodies(
             "openai",
             version=SDK_VERSION,

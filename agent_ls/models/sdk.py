@@ -16,7 +16,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from agent_ls import codecache
-from agent_ls.models.sdk_import import load_deferred, save_analyses
 from agent_ls.ports.model import ModelError
 
 # What the SDKs' HTTP client loads on its first real connection (a mocked warm-up stream
@@ -168,6 +167,8 @@ class SdkModel(ABC, Generic[ClientT]):
     def after_warm_up(self) -> None:
         """What no request waits for, once the SDK is ready (blocking, for a thread): the
         deferred modules of :attr:`loaded_after_warm_up` run, what the import read kept."""
+        from agent_ls.models.sdk_import import load_deferred, save_analyses
+
         load_deferred(self.loaded_after_warm_up)  # first: they may read package bodies too
         save_analyses()  # the next start reads no package body
         codecache.save()  # nor compiles what it compiled
@@ -175,6 +176,8 @@ class SdkModel(ABC, Generic[ClientT]):
     def keep_what_imports_read(self) -> None:
         """Write what this process's imports read of the SDK's package bodies and compiled,
         if anything new (blocking, for a thread; cheap): the next start does neither."""
+        from agent_ls.models.sdk_import import save_analyses
+
         save_analyses()
         codecache.save()
 

@@ -14,7 +14,6 @@ import contextlib
 import hashlib
 import json
 import os
-import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,6 +74,8 @@ class TrustStore:
             data = self._load()
             data[self._key(request.root, request.file)] = {"sha256": request.digest}
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            import tempfile  # here, not at start-up (~4 ms): few starts approve anything
+
             fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".trust-")
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as handle:

@@ -21,7 +21,6 @@ import json
 import logging
 import os
 import signal
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -295,6 +294,8 @@ class McpServer:
             command=config.command, args=list(config.args), env=dict(config.env) or None, cwd=cwd
         )
         # The SDK needs a real file for the child's stderr; its tail explains a failure.
+        import tempfile  # here, not at start-up (~4 ms): most starts have no MCP server
+
         self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
         return mcp.Client(stdio_client(params, errlog=self._stderr), **options)
 
