@@ -480,7 +480,7 @@ def _replay(make: types.ModuleType, cls: type, recipe: Recipe) -> Any:
                 name: None if name == "return" else by_alias[name].type for name in init_annotations
             }
         cls_dict[key] = builder._add_method_dunders(method)
-    built = _slotted_class(builder, cls, cls_dict, fields)
+    built = _slotted_class(builder, cls, cls_dict, fields, own)
     cls.__attrs_base_of_slotted__ = weakref.ref(built)  # type: ignore[attr-defined]
     return built
 
@@ -497,12 +497,18 @@ def _props_values(prop_codes: tuple[Any, ...], make: types.ModuleType) -> tuple[
 
 
 def _slotted_class(
-    builder: Any, cls: type, cls_dict: dict[str, Any], fields: tuple[str, ...]
+    builder: Any, cls: type, cls_dict: dict[str, Any], fields: tuple[str, ...], own: tuple[str, ...]
 ) -> Any:
     """attrs' ``_create_slots_class`` for a class without bases, slots of its own or cached
-    properties, with a ``__weakref__`` slot."""
-    if any(isinstance(v, functools.cached_property) for v in cls_dict.values()):
-        raise _Mismatch("a cached property")  # attrs writes a __getattr__ for it
+    properties, with a ``__weakref__`` slot. ``own``: the body's names besides the fields,
+    the only members that can be a cached property or hold the class in a closure (what
+    attrs adds holds neither: its methods script defines plain functions, and its pickling
+    and ``__setattr__`` closures hold field names and hooks)."""
+    body_members = cls.__dict__
+    cached = functools.cached_property
+    for name in own:
+        if isinstance(body_members[name], cached):
+            raise _Mismatch("a cached property")  # attrs writes a __getattr__ for it
     skip = {*fields, "__dict__", "__weakref__"}
     body = {k: v for k, v in cls_dict.items() if k not in skip}
     if not builder._wrote_own_setattr:
@@ -511,7 +517,9 @@ def _slotted_class(
     body["__qualname__"] = cls.__qualname__
     built = type(cls)(cls.__name__, cls.__bases__, body)
     # A method that names `__class__` (or calls super()) holds the class it was defined in.
-    for item in built.__dict__.values():
+    members = built.__dict__
+    for name in own:
+        item = members.get(name)
         if isinstance(item, (classmethod, staticmethod)):
             cells = getattr(item.__func__, "__closure__", None)
         elif isinstance(item, property):
