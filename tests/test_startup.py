@@ -232,13 +232,15 @@ def test_closing_the_service_while_the_shell_tool_is_half_imported_does_not_fail
 
 # Modules the server's path to its first model request once imported for one rarely used
 # thing each (pydantic's plugin lookup, platformdirs, importlib.resources, an HTTP date, the
-# SDK import hook that only the model worker installs): ~20 ms of every start between them.
+# SDK import hook that only the model worker installs, shutil for a clean-up or a lookup):
+# ~20 ms of every start between them.
 NOT_ON_THE_WAY = (
     "importlib.metadata",
     "importlib.resources",
     "email",
     "zipfile",
     "tempfile",
+    "shutil",
     "platformdirs",
     "agent_ls.models.sdk_import",
 )

@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import os
 import re
-import shutil
 import subprocess
 import threading
 import time
@@ -286,6 +285,8 @@ class SandboxRun:
         if self.empty is not None:
             with contextlib.suppress(OSError):
                 self.empty.unlink()
+        import shutil  # here, not at start-up (~2 ms): most starts run no sandboxed command
+
         shutil.rmtree(self.tmpdir, ignore_errors=True)
 
 

@@ -20,7 +20,6 @@ import heapq
 import os
 import re
 import selectors
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -100,6 +99,8 @@ def rg_binary() -> str | None:
     candidate = os.path.join(sysconfig.get_path("scripts"), "rg")
     if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
         return candidate
+    import shutil  # here, not at start-up (~2 ms: bz2, lzma), for a missing wheel only
+
     return shutil.which("rg")
 
 
