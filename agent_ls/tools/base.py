@@ -18,6 +18,7 @@ from agent_ls import prompts
 from agent_ls.ports import updates
 from agent_ls.ports.model import ToolSpec
 from agent_ls.ports.updates import Location, ToolCallContent, ToolKind
+from agent_ls.tools.schemas import input_schema
 
 if TYPE_CHECKING:
     from agent_ls.ports.editor import EditorPort
@@ -91,7 +92,7 @@ class Tool(ABC, Generic[InputT]):
         return ToolSpec(
             name=self.name,
             description=prompts.load(f"tools/{self.name}.md"),
-            input_schema=self.input_model.model_json_schema(),
+            input_schema=input_schema(self.input_model),
         )
 
     def parse(self, raw: dict[str, Any]) -> InputT:

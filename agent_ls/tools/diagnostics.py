@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from agent_ls.ports.editor import Unsupported
 from agent_ls.tools.base import Tool, ToolContext, ToolResult, cap_text
@@ -17,6 +17,8 @@ SEVERITY = {1: "error", 2: "warning", 3: "info", 4: "hint"}
 
 
 class GetDiagnosticsInput(BaseModel):
+    model_config = ConfigDict(defer_build=True)  # built at its first call (schemas.py)
+
     file_path: str | None = Field(
         default=None, description="Only this file's diagnostics; all open files when omitted."
     )

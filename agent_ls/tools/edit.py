@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from agent_ls.edits import EditError, hunks_diff, plan_replacement, plan_write
 from agent_ls.ports import updates
@@ -28,6 +28,8 @@ def file_lock(path: Path) -> asyncio.Lock:
 
 
 class EditFileInput(BaseModel):
+    model_config = ConfigDict(defer_build=True)  # built at its first call (schemas.py)
+
     file_path: str = Field(description="Path relative to the workspace root, or absolute.")
     old_string: str = Field(description="Exact text to replace, as shown by read_file.")
     new_string: str = Field(description="The text to put in its place.")
@@ -35,6 +37,8 @@ class EditFileInput(BaseModel):
 
 
 class WriteFileInput(BaseModel):
+    model_config = ConfigDict(defer_build=True)  # built at its first call (schemas.py)
+
     file_path: str = Field(description="Path relative to the workspace root, or absolute.")
     content: str = Field(description="The complete new content of the file.")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from agent_ls.edits import split_lines
 from agent_ls.ports.updates import Location
@@ -16,6 +16,8 @@ OUTPUT_CHAR_CAP = 60_000  # a page of output; the model pages on with offset
 
 
 class ReadFileInput(BaseModel):
+    model_config = ConfigDict(defer_build=True)  # built at its first call (schemas.py)
+
     file_path: str = Field(description="Path relative to the workspace root, or absolute.")
     offset: int | None = Field(
         default=None, ge=1, description="First line number to show (1-based)."

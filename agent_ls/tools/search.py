@@ -34,7 +34,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import ClassVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from agent_ls.ports.editor import Buffer
 from agent_ls.ports.updates import Location, ToolKind
@@ -725,6 +725,8 @@ def _clean_rg_error(stderr: str, pattern: str | None = None) -> str:
 
 
 class ListFilesInput(BaseModel):
+    model_config = ConfigDict(defer_build=True)  # built at its first call (schemas.py)
+
     pattern: str = Field(
         min_length=1,
         description=(
@@ -827,6 +829,8 @@ def _newest_first(
 
 
 class GrepSearchInput(BaseModel):
+    model_config = ConfigDict(defer_build=True)  # built at its first call (schemas.py)
+
     pattern: str = Field(
         min_length=1,
         description=(

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from agent_ls import prompts
 from agent_ls.ports import updates
@@ -59,6 +59,8 @@ _SECRET_SUFFIXES = ("_KEY", "_TOKEN", "_SECRET")  # ANTHROPIC_API_KEY, OPENAI_AD
 
 
 class RunShellInput(BaseModel):
+    model_config = ConfigDict(defer_build=True)  # built at its first call (schemas.py)
+
     command: str = Field(description="The bash command line to run.")
     timeout: int | None = Field(
         default=None, ge=1, le=MAX_TIMEOUT_MS, description="Timeout in milliseconds."

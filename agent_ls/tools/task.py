@@ -16,6 +16,7 @@ from agent_ls import prompts
 from agent_ls.ports.model import ToolSpec
 from agent_ls.ports.updates import ToolKind
 from agent_ls.tools.base import Tool, ToolResult
+from agent_ls.tools.schemas import input_schema
 
 if TYPE_CHECKING:
     from agent_ls.tools.base import ToolContext
@@ -32,7 +33,7 @@ class AgentSummary:
 
 
 class TaskInput(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)  # built at first use
 
     description: str = Field(min_length=1, max_length=100)
     prompt: str = Field(min_length=1)
@@ -62,7 +63,7 @@ class TaskTool(Tool[TaskInput]):
             description=prompts.load("tools/task.md").format(
                 agents=describe_agents(self.agents), default=DEFAULT_AGENT
             ),
-            input_schema=self.input_model.model_json_schema(),
+            input_schema=input_schema(self.input_model),
         )
 
     def title(self, args: TaskInput) -> str:
