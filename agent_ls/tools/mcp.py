@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from agent_ls.ports.model import ToolSpec
 from agent_ls.ports.updates import ToolKind
@@ -627,6 +627,8 @@ class McpManager:
 
 class _AnyInput(BaseModel):
     """MCP tools take the JSON object their server's schema describes."""
+
+    model_config = ConfigDict(defer_build=True)  # built at the first MCP call
 
 
 class McpTool(Tool[Any]):
