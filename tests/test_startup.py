@@ -8,6 +8,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import pytest
 
 from tests.rawclient import RawClient
 
@@ -286,3 +290,47 @@ def test_the_servers_way_to_its_first_request_imports_nothing_it_does_not_use(
         )
         assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+
+
+def test_pygls_writes_the_capabilities_json_only_when_it_logs_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # pygls wrote the capabilities as JSON for a debug line before the logger dropped it.
+    import logging
+
+    from lsprotocol import types
+
+    from agent_ls.lsp.server import server
+
+    protocol = server.protocol
+    params = types.InitializeParams(
+        capabilities=types.ClientCapabilities(), process_id=None, root_uri="file:///w"
+    )
+
+    def initialize() -> types.InitializeResult:
+        steps = protocol.lsp_initialize(params)
+        try:
+            while True:
+                next(steps)
+        except StopIteration as done:
+            result: types.InitializeResult = done.value
+            return result
+
+    written: list[object] = []
+    real_dumps = json.dumps
+
+    def counting_dumps(*args: Any, **kwargs: Any) -> str:
+        written.append(args[0])
+        return real_dumps(*args, **kwargs)
+
+    with caplog.at_level(logging.INFO, logger="pygls"), mock.patch.object(
+        json, "dumps", counting_dumps
+    ):
+        initialize()
+    assert not [c for c in written if isinstance(c, types.ServerCapabilities)]
+    with caplog.at_level(logging.DEBUG, logger="pygls"):
+        result = initialize()
+    lines = [r.getMessage() for r in caplog.records if "Server capabilities" in r.getMessage()]
+    assert len(lines) == 1
+    logged = json.loads(lines[0].split("Server capabilities: ", 1)[1])
+    assert logged == protocol._converter.unstructure(result.capabilities)

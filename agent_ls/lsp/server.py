@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import contextvars
 import importlib
+import json
 import logging
 import os
 import sys
@@ -29,6 +30,7 @@ from pygls.exceptions import (
 )
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import JsonRPCNotification, LanguageServerProtocol, default_converter
+from pygls.protocol import language_server as pygls_language_server
 from pygls.protocol.language_server import lsp_method
 
 from agent_ls import __version__, codecache
@@ -38,6 +40,24 @@ from agent_ls import __version__, codecache
 _cattrs_gen = sys.modules.get("cattrs.gen")
 if _cattrs_gen is not None and callable(getattr(_cattrs_gen, "make_dict_structure_fn", None)):
     codecache.cover(_cattrs_gen, "compile", _cattrs_gen.make_dict_structure_fn)
+
+
+class _JsonWhenLogged:
+    """Stands in for ``json`` in pygls's ``language_server`` module, whose one use of it is
+    ``logger.debug("Server capabilities: %s", json.dumps(...))``: pygls converted and wrote
+    the capabilities before the logger dropped the line (~3 ms of every ``initialize``); the
+    text is now written when the line is."""
+
+    class dumps:  # called as json.dumps
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self.args, self.kwargs = args, kwargs
+
+        def __str__(self) -> str:
+            return json.dumps(*self.args, **self.kwargs)
+
+
+if vars(pygls_language_server).get("json") is json:
+    pygls_language_server.json = _JsonWhenLogged  # type: ignore[assignment]
 
 if TYPE_CHECKING:
     from agent_ls.agent.loop import AgentLoop, RunResult
