@@ -455,10 +455,13 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     import compileall
+    import sysconfig
 
     # As `pip install` does (see bench/coldstart.py): a module without its .pyc would be
-    # compiled at every start under PYTHONDONTWRITEBYTECODE=1.
+    # compiled at every start under PYTHONDONTWRITEBYTECODE=1. The installed packages too: a
+    # file touched after its install (its .pyc then stale) cost every run a compile.
     compileall.compile_dir(REPO / "agent_ls", quiet=1)
+    compileall.compile_dir(sysconfig.get_paths()["purelib"], quiet=1)
     work = Path(tempfile.mkdtemp(prefix="agent-ls-peers-"))
     if not _become_subreaper():
         print("note: not a subreaper here; CPU ms misses processes left to run on", file=sys.stderr)
