@@ -310,11 +310,16 @@ class _Recorder:
             return original(script, filename, globs, *args, **kwargs)
 
         body_names = tuple(cls.__dict__)
+        # Compiled past the code cache: the recording keeps this code, and no later start
+        # would read the cache's copy (~550 entries, ~1 MB each start loads before it forks).
+        cached_compile = vars(make).pop("compile", None)
         setattr(make, "_linecache_and_compile", capture)  # noqa: B010 - mypy: private name
         try:
             built = real_define(cls)
         finally:
             setattr(make, "_linecache_and_compile", original)  # noqa: B010
+            if cached_compile is not None:
+                setattr(make, "compile", cached_compile)  # noqa: B010
         try:
             recipe = self._recipe(cls, built, body_names)
         except Exception as exc:  # whatever it is, the class stays attrs' own
@@ -352,13 +357,9 @@ class _Recorder:
         if fields != tuple(cls.__dict__.get("__annotations__", {})):  # noqa: RUF063
             raise _Mismatch("fields are not the annotated names")
         own = tuple(k for k in body_names if k not in fields)
-        # The code attrs ran: from the code cache, when it is active, else compiled as attrs does.
-        compiler = vars(make).get("compile")
-        if compiler is not None:
-            code = compiler(script, filename, "exec")
-        else:
-            flags = make._compile_and_eval.__code__.co_flags & FUTURE_FLAGS
-            code = compile(script, filename, "exec", flags, True)
+        # The code attrs ran, compiled as attrs does (past the code cache, as in record()).
+        flags = make._compile_and_eval.__code__.co_flags & FUTURE_FLAGS
+        code = compile(script, filename, "exec", flags, True)
         reads = sorted(_code_names(code) & globs.keys())
         global_codes = tuple((name, _encode(globs[name], attributes, make)) for name in reads)
         defined = {const.co_name for const in code.co_consts if isinstance(const, types.CodeType)}
